@@ -45,6 +45,7 @@ with the internal daily/weekly compression jobs, user jobs that run through
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import importlib
 import sqlite3
@@ -411,7 +412,7 @@ class App:
                 self.backend, forget_history=self._forget_history, everything=self._user_data, clock=self.clock,
                 timezones=self.timezones, default_tz=self.tz, incognito=self.incognito,
                 projects=getattr(self.backend, "engine", None),  # None: the file store
-                titles=self.titles,
+                titles=self.titles, erasing=self._chat_guard,
             ),
             timezones=self.timezones,
             incognito=self.incognito,
@@ -495,6 +496,14 @@ class App:
             lexical_share=e.lexical_share,
         )
 
+    def _chat_guard(self) -> contextlib.AbstractContextManager[None]:
+        """Held while ``/forget all`` or the memory page's erase-all erases:
+        refused (ChatRunning) while a ``myclaw chat`` runs on the home, as
+        ``myclaw memory forget`` is (gateway/datalock.py ``ChatLock``). A
+        chat's own share is turned into it; the gateway takes a fresh one
+        each time (two erasures at once do not share one holder)."""
+        return (self._chat_lock or ChatLock(self.paths.data_dir)).erasing()
+
     async def _erase_asked(self, owner: str) -> dict[str, int]:
         """``myclaw memory forget --user owner`` asked: erased as ``/forget all`` erases."""
         census = await self._user_data.erase(owner)
@@ -531,7 +540,7 @@ class App:
             self._http_server(), engine, self.backend.retriever, admin.token.get_secret_value(),  # type: ignore[attr-defined]
             forget_history=self._forget_history, tz=self.tz,
             on_written=(lambda _owner: wake()) if wake is not None else None, files=self._folders,
-            identities=IdentityMap(self.cfg.memory.identities),
+            identities=IdentityMap(self.cfg.memory.identities), erasing=self._chat_guard,
         )
 
     async def _open_write_path(self, engine: Any) -> None:

@@ -35,6 +35,7 @@ pasted command cannot do it.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import secrets
@@ -52,6 +53,7 @@ from memory.types import Hit
 
 from .bus import Attachment, words_in_chinese
 from .chattitles import ChatTitles, group_name
+from .datalock import ChatRunning
 from .export import MIME, Spool, chinese_enough, export_filename, mostly_chinese, write_user_export
 from .inbox import MessageKey
 from .incognito import Incognito
@@ -130,6 +132,9 @@ _ON = ("", "on", "start", "yes", "1", "开", "开启", "打开")
 _REF = re.compile(r"^\[?([me]\d+)\]?[,.;，。、；]?$", re.IGNORECASE)
 
 ForgetHistory = Callable[[str, Sequence[str]], Awaitable[int]]
+# Held while /forget all erases (the App's ChatLock.erasing): refuses with
+# ChatRunning while a `myclaw chat` (or `myclaw memory forget`) runs on the home.
+Erasing = Callable[[], contextlib.AbstractContextManager[None]]
 
 
 def _line(h: Hit, zh: bool) -> str:
@@ -192,8 +197,10 @@ class UserCommands:
         spool_bytes: int = SPOOL_BYTES,
         projects: MemoryEngine | None = None,
         titles: ChatTitles | None = None,
+        erasing: Erasing | None = None,
     ) -> None:
         self.backend = backend
+        self.erasing = erasing or contextlib.nullcontext
         self.titles = titles  # groups named by title in the /share listing (gateway/chattitles.py)
         self.projects = projects  # /project: the SQLite store's engine (None: the file store keeps no aliases)
         self.spool_bytes = spool_bytes  # an export larger than this is written to a temporary file
@@ -494,8 +501,21 @@ class UserCommands:
                     if zh
                     else f"That code is wrong or has expired; send /forget {word} for a new one."
                 )
-            del self._codes[user]
-            gone = await self.everything.erase(user, asking=asking)
+            try:
+                with self.erasing():
+                    del self._codes[user]
+                    gone = await self.everything.erase(user, asking=asking)
+            except ChatRunning:
+                # A chat holds what it has of them and would write it back
+                # after the erasure: nothing erased, the code kept for a retry.
+                return (f"现在无法删除：本机上正在运行终端对话（myclaw chat）或另一项删除，删除后它会把内容写回。"
+                        f"什么也没有删除。等它结束后，在确认码过期（发出后 5 分钟）前再次发送 /forget {word} {rest[0]}，"
+                        f"或发送 /forget {word} 获取新的确认码。" if zh
+                        else "I cannot erase now: a terminal chat (myclaw chat) or another erasure is running "
+                        "where I run, and it would write back what it holds after the erasure. Nothing was "
+                        f"erased. Once it has ended, send /forget {word} {rest[0]} again before the code "
+                        "expires (5 minutes after I gave it), or "
+                        f"/forget {word} for a new code.")
             return ("已永久删除：" if zh else "Erased for good: ") + _counts(gone, zh) + (
                 "。从现在起我们重新认识。" if zh else ". From here on we start afresh."
             )

@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
@@ -248,6 +249,45 @@ class ChatLock:
             raise ChatRunning(f"myclaw chat is running on this home ({self.path.parent.parent}): it holds what it "
                               "has of the user and would write it back after the erasure; end it (Ctrl-D or "
                               "/exit), then run this again")
+
+    @contextlib.contextmanager
+    def erasing(self) -> Iterator[None]:
+        """Held exclusively while an erasure made inside a running process
+        runs: the gateway's ``/forget all`` and the memory page's erase-all
+        (this lock not held otherwise), or ``myclaw chat``'s own ``/forget
+        all`` (its share turned into it, then back: another chat on the
+        home still holds what it has of the user). Raises
+        :class:`ChatRunning`, nothing changed, when another chat or an
+        erasure holds it. Not for ``myclaw memory forget``'s request to the
+        gateway: the CLI holds it already."""
+        if fcntl is None:
+            yield
+            return
+        if self._fd is None:
+            self.exclusive()
+            try:
+                yield
+            finally:
+                self.release()
+            return
+        fd = self._fd
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            # Linux drops the share before a conversion that fails: taken again.
+            with contextlib.suppress(BlockingIOError):
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            if self._erasing():
+                raise ChatRunning(f"an erasure (myclaw memory forget) is running on {self.path.parent.parent}; "
+                                  "try again when it is done") from None
+            raise ChatRunning(f"another myclaw chat is running on this home ({self.path.parent.parent}): it holds "
+                              "what it has of the user and would write it back after the erasure; end it, then "
+                              "try again") from None
+        try:
+            yield
+        finally:
+            with contextlib.suppress(BlockingIOError):
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
 
     def _erasing(self) -> bool:
         """Whether the holder refusing an erasure is another erasure (it

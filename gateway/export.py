@@ -87,6 +87,7 @@ class UserExport:
     projects: Sequence[tuple[str, str]] = ()  # their renamed projects (old name, new name), /project
     groups: Mapping[str, str] = field(default_factory=dict)  # channel:chat_id -> title, for /share (gateway/chattitles.py)
     unanswered: int = 0  # messages they sent still waiting to be answered (the inbox's rows; counted, not included)
+    edits: int = 0  # edits of their messages waiting to be applied (the inbox's; counted, not included)
     # Their memory.identities handles that stored rows before they were
     # mapped (merge-identities not run yet), each with its rows' index: theirs too.
     earlier: Sequence[tuple[str, OwnerIndex]] = ()
@@ -364,6 +365,9 @@ def _settings(export: UserExport) -> list[str]:
                    "(gateway.db; not listed)")
     if export.files:
         out.append(f"- files they sent lately, kept a day (names only): {_files(export.files, UTC)}")
+    if export.edits:
+        out.append(f"- {_n(export.edits, 'edit', 'edits')} of their messages waiting to be applied "
+                   "(gateway.db's inbox; not listed)")
     return [f"\n### {_OP_SETTINGS}\n", *out] if out else []
 
 
@@ -532,7 +536,7 @@ def _user_tail(export: UserExport, waiting: int, lab: _Labels, *, zh: bool, set_
     if export.jobs:
         out.append(f"\n## {lab.jobs}\n")
         out += [_job(job, lab) for job in export.jobs]
-    if waiting or export.unanswered:
+    if waiting or export.unanswered or export.edits:
         out.append(f"\n## {lab.waiting}\n")
     if waiting:
         out.append(
@@ -546,6 +550,12 @@ def _user_tail(export: UserExport, waiting: int, lab: _Labels, *, zh: bool, set_
             if zh
             else f"- {_n(export.unanswered, 'message', 'messages')} you sent, still waiting to be answered "
                  "(not listed here)."
+        )
+    if export.edits:
+        out.append(
+            f"- 你对消息的 {export.edits} 处修改还在等待生效（此处未列出）。"
+            if zh
+            else f"- {_n(export.edits, 'edit', 'edits')} of your messages, still waiting to be applied (not listed here)."
         )
     if set_aside:
         out.append(f"\n## {lab.set_aside}\n")

@@ -577,6 +577,29 @@ class Inbox:
         rows = await self.db.fetchall("SELECT id, channel, payload FROM revisions WHERE kind = ?", (EDIT,))
         return messages, [int(r["id"]) for r in rows if theirs(r["channel"], r["payload"])]
 
+    async def owners(self, owner_of: Callable[[str, str], str]) -> set[str]:
+        """Everyone a message or edit waiting here is of (:meth:`_owned`'s
+        rule): the whole store's export names them, though nothing else of
+        theirs may be stored."""
+        await self._adds.drain()
+
+        def whose(channel: object, payload: object) -> str:
+            try:
+                d = json.loads(str(payload))
+                return owner_of(str(channel), str(d["s"])) if isinstance(d, dict) else ""
+            except (ValueError, TypeError, KeyError):
+                return ""
+
+        rows = [*await self.db.fetchall("SELECT channel, payload FROM inbox"),
+                *await self.db.fetchall("SELECT channel, payload FROM revisions WHERE kind = ?", (EDIT,))]
+        return {o for r in rows if (o := whose(r["channel"], r["payload"]))}
+
+    async def edits_owned(self, owner: str, owner_of: Callable[[str, str], str]) -> int:
+        """How many of ``owner``'s edits wait here to be applied (their export counts them)."""
+        await self._adds.drain()
+        _, edits = await self._owned(owner, owner_of)
+        return len(edits)
+
     async def owns(self, owner: str, owner_of: Callable[[str, str], str]) -> bool:
         """Whether a message or edit of ``owner`` waits here (:meth:`_owned`)."""
         messages, edits = await self._owned(owner, owner_of)

@@ -178,15 +178,16 @@ class UserData:
         groups = (await self.titles.names([p for who in whose for p in await shared_places(engine, who)])
                   if engine is not None and self.titles is not None else {})
         waiting = await self.inbox.owned(user, self.owner_of, besides=asking) if self.inbox is not None else 0
+        edits = await self.inbox.edits_owned(user, self.owner_of) if self.inbox is not None else 0
         return UserExport(data=data, jobs=jobs, history=history, timezone=zone_name(tz) if tz is not None else "",
                           incognito_since=since, files=files, projects=projects, groups=groups,
-                          unanswered=waiting, earlier=earlier), index
+                          unanswered=waiting, edits=edits, earlier=earlier), index
 
     async def owners(self) -> list[str]:
         """Everyone the gateway keeps anything of beside memory (what
         :meth:`export` gathers: a time zone, incognito, kept history, recent
-        files, scheduled jobs), so the whole store's export misses no one
-        who has no memory row."""
+        files, scheduled jobs, messages and edits waiting in the inbox), so
+        the whole store's export misses no one who has no memory row."""
         found: set[str] = set()
         if self.timezones is not None:
             found.update(await self.timezones.owners())
@@ -198,6 +199,8 @@ class UserData:
             found.update(self.files.owners())
         if self.cron is not None:
             found.update(j.user for j in await self.cron.list() if not j.internal and j.user)
+        if self.inbox is not None:
+            found.update(await self.inbox.owners(self.owner_of))
         return sorted(found)
 
     async def erase(self, user: str, *, asking: MessageKey | None = None) -> Census:

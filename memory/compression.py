@@ -361,7 +361,7 @@ class Compressor:
         cands = [Candidate(i, m.content, m.category.value, m.importance) for i, m in enumerate(rows, start=1)]
         # The merge's prompt holds no date: facts it kept whole last time get
         # the same answer, and a finished project's were sent every Monday.
-        asked = _chunk_key(partition, rows)
+        asked = _chunk_key(partition, rows, self.llm.model)
         if await self.engine.db.fetchone(
             "SELECT 1 FROM memory_log WHERE owner = ? AND action = 'merge_kept' AND job = 'weekly_compress' "
             "AND detail = ? LIMIT 1", (owner, asked),
@@ -609,11 +609,13 @@ def _profile_key(current: Sequence[Memory], high: Sequence[Memory], cands: Seque
                        "input": hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]}, separators=(",", ":"))
 
 
-def _chunk_key(partition: str, rows: Sequence[Memory]) -> str:
+def _chunk_key(partition: str, rows: Sequence[Memory], model: str) -> str:
     """What a merge of ``rows`` is asked, as the ``merge_kept`` log line
     keeps it: the partition and each fact's id, category, importance and
-    words (a hash, no words in the log)."""
-    text = "\n".join([partition, *(f"{m.id}|{m.category.value}|{m.importance}|{m.content}" for m in rows)])
+    words (a hash, no words in the log), and of which memory model: another
+    may judge them otherwise, so it is asked once. (A line written before
+    the model was in it matches none: each such partition is asked once more.)"""
+    text = "\n".join([model, partition, *(f"{m.id}|{m.category.value}|{m.importance}|{m.content}" for m in rows)])
     return json.dumps({"partition": partition, "facts": len(rows),
                        "input": hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]}, separators=(",", ":"))
 

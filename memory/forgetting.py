@@ -127,7 +127,7 @@ async def erase_planned(
     for ev in plan.events:
         await engine.delete_event(ev.id, conn=conn)
     # A stale copy of their MEMORY.md saved after this must not bring the words back (memory/erasedlines.py).
-    await remember_erased(conn, plan.owner, [m.content for m in (*plan.named, *plan.versions, *plan.entries)],
+    await remember_erased(engine.db, conn, plan.owner, [m.content for m in (*plan.named, *plan.versions, *plan.entries)],
                           engine.clock.now())
     await hold_events(engine, conn, plan, job=job)
     if buffered:

@@ -126,6 +126,27 @@ def _colon(s: str) -> bool:
     return s.endswith((":", "："))
 
 
+def _through_comment(text: str, raw: list[str], end: int, no: int, days: dict[int, str],
+                     marks: dict[int, tuple[str, ...]]) -> tuple[str, int]:
+    """A fact's ``text`` (its lines up to ``end``, exclusive) with the lines
+    through the one closing a comment left open after its words, and the
+    new end; as it was when none is open, or none closes it (the save is
+    skipped then: :func:`unclosed_comment`). A date or terms comment so
+    closed is read as one on a single line is (into ``days`` and ``marks``
+    at line ``no``)."""
+    if _open_comment(text) >= 0 and (k := _closing(raw, end - 1)) >= 0:
+        text = " ".join([text, *(ln.strip() for ln in raw[end : k + 1])])
+        end = k + 1
+    if end - no < 1 or "-->" not in text:
+        return text, end  # one line: its marks were read from it
+    text, day, terms = split_marks(" ".join(text.split()))
+    if day:
+        days[no] = day
+    if terms:
+        marks[no] = (*marks.get(no, ()), *terms)
+    return text, end
+
+
 def facts(text: str) -> list[MdFact]:
     """The facts of a MEMORY.md ``text``, in file order."""
     written = clean_text(text).splitlines()  # code blocks are read from these, as written
@@ -246,6 +267,7 @@ def facts(text: str) -> list[MdFact]:
             ):
                 text_ += " " + raw[end].strip()
                 end += 1
+            text_, end = _through_comment(text_, raw, end, no, days, marks)
             text_ = " ".join(text_.split())
             out.append(MdFact(text_, no, end, "item", olds(no, end)))
             stack.append((indent, text_, len(out) - 1))
@@ -254,6 +276,13 @@ def facts(text: str) -> list[MdFact]:
             i = end
             continue
         fact = line_fact(line)
+        if fact and _open_comment(fact) >= 0 and _closing(raw, i) >= 0:
+            fact, end = _through_comment(fact, raw, i + 1, no, days, marks)
+            fact = " ".join(fact.split())
+            out.append(MdFact(fact, no, end, "line", olds(no, end)))
+            stack.clear()
+            i = end
+            continue
         if fact:
             out.append(MdFact(fact, no, no, "line", (fact,)))
             if _colon(fact):
@@ -272,13 +301,38 @@ def facts(text: str) -> list[MdFact]:
     return dated
 
 
+def _open_comment(line: str, start: int = 0) -> int:
+    """Where in ``line`` (from ``start``) a ``<!--`` is left open, -1 when none is."""
+    while (at := line.find("<!--", start)) >= 0:
+        if (close := line.find("-->", at + 4)) < 0:
+            return at
+        start = close + 3
+    return -1
+
+
+def _closing(lines: list[str], after: int) -> int:
+    """The line below ``after`` whose ``-->`` closes a comment opened after
+    its words, within the paragraph (as Markdown reads an inline comment: a
+    blank line, a fence, list item, quote or heading ends it first); -1
+    when none does."""
+    for k in range(after + 1, len(lines)):
+        s = lines[k].strip()
+        if not s or _FENCE.match(lines[k]) or _LIST_ITEM.match(lines[k]) or _QUOTE.match(lines[k]) or s[0] == "#":
+            return -1  # what starts a block of its own
+        if "-->" in lines[k]:
+            return k
+    return -1
+
+
 def unclosed_comment(text: str) -> int:
     """The line (1-based) of a ``<!--`` that hides what follows it, 0 when
     there is none: one opening a line and never closed by a ``-->`` below,
-    or one after a line's words not closed on that line (the file store
-    writes its comments, dates and terms, so; by hand, a missing ``-->``
-    there would make the comment's words the fact's, or hide the next
-    lines). Code blocks are text as written, their ``<!--`` too."""
+    or one after a line's words not closed by the end of its paragraph
+    (the file store writes its comments, dates and terms, on one line; by
+    hand, a missing ``-->`` there would make the comment's words the
+    fact's, or hide the next lines). One after a line's words closed on a
+    later line of its paragraph is a comment, read with the fact
+    (:func:`facts`). Code blocks are text as written, their ``<!--`` too."""
     lines = clean_text(text).splitlines()
     fence = ""
     i = 0
@@ -300,10 +354,11 @@ def unclosed_comment(text: str) -> int:
                 if i == len(lines):
                     return opened + 1
             line, start = lines[i], close + 3
-        while (at := line.find("<!--", start)) >= 0:  # after words: closed on its line
-            if (close := line.find("-->", at + 4)) < 0:
+        while _open_comment(line, start) >= 0:  # after words: closed on its line or in its paragraph
+            if (k := _closing(lines, i)) < 0:
                 return i + 1
-            start = close + 3
+            i, line = k, lines[k]
+            start = line.index("-->") + 3
         i += 1
     return 0
 

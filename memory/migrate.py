@@ -338,6 +338,24 @@ async def _skipped(
         await _save_ledger(conn, key, {**(recorded or {}), "skipped": skipped})
 
 
+async def _drop_skips_of_gone(engine: MemoryEngine, gone: dict[str, dict[str, Any]]) -> None:
+    """A skipped save's record (:func:`_skipped`) of a file no longer there
+    (deleted, or its folder's no longer the owner's): ``myclaw doctor``
+    would list it for good. Dropped; an entry that held only it goes whole,
+    an imported file's keeps what its import recorded."""
+    stale = {k: v for k, v in gone.items() if isinstance(v, dict) and "skipped" in v}
+    if not stale:
+        return
+    async with engine.db.transaction() as conn:
+        for key, value in stale.items():
+            rest = {k: v for k, v in value.items() if k != "skipped"}
+            if rest:
+                await _save_ledger(conn, key, rest)
+            else:
+                await conn.execute("DELETE FROM meta WHERE key = ?", (key,))
+    log.info("skipped saves of memory files no longer there dropped", files=len(stale))
+
+
 def _chunks(text: str, max_tokens: int) -> list[str]:
     """``text`` in pieces of at most ``max_tokens`` (estimated), cut between
     lines (inside a line only when one line alone is longer), so a large
@@ -409,6 +427,7 @@ async def migrate_files(
         rows = await engine.db.fetchall(
             f"SELECT key, value FROM meta WHERE key IN ({','.join('?' * len(keys))})", keys) if keys else []
     ledger: dict[str, dict[str, Any]] = {r["key"]: json.loads(r["value"]) for r in rows}
+    found: set[str] = set()  # the ledger keys of the files there now
     for owner, d in sources:
         if wanted is None:
             report.owners.append(owner)
@@ -419,6 +438,7 @@ async def migrate_files(
                 report.owners.append(owner)
             report.files_seen += 1
             key = _ledger_key(f)
+            found.add(key)
             recorded = ledger.get(key)
             # The last skipped save (see _skipped) is doctor's, not the import's.
             entry = ({k: v for k, v in recorded.items() if k != "skipped"} or None) if recorded else None
@@ -472,6 +492,7 @@ async def migrate_files(
                 await _daily(engine, root, f, data, stamp, entry, report)
     if wanted is None:
         report.problems[:0] = problems
+        await _drop_skips_of_gone(engine, {k: v for k, v in ledger.items() if k not in found})
     for p in report.problems if log_problems else ():
         _log_problem(p)  # its kind and a hashed name: the text names a user and a file
     if report.changed:

@@ -2,13 +2,15 @@
 
 The document is the one ``json.dumps(doc, ensure_ascii=False, indent=2)``
 makes of ``{"exported_at", "user", "memories", "events", "project_aliases",
-"unanswered", "users"}`` (one user's, whose memory.identities handles stored rows
+"unanswered", "extraction_buffer", "users"}`` (one user's, whose memory.identities handles stored rows
 before they were mapped: ``"unmerged_handles"`` after ``"user"``, and
 those rows; a memory shared with a group gateway.db knows the title
 of: its ``group_titles`` too; ``unanswered``: owner -> how many of their
 messages wait in gateway.db's inbox to be answered, those with any,
 counted as the markdown export counts them, their words not included;
-``users``: what the gateway keeps of each owner beside memory, as their
+``extraction_buffer``: owner -> ``{"waiting", "set_aside"}``, their lines
+waiting to be learnt and set aside by the memory model, those with any,
+counted, never the lines; ``users``: what the gateway keeps of each owner beside memory, as their
 ``/export`` says it: settings, kept history, recent files, scheduled jobs)
 (memories by id, events by owner, date, id, a renamed project's old names
 by owner and name), byte for byte, but only a page of rows is
@@ -23,6 +25,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from typing import TYPE_CHECKING, Any
 
 from memory import MemoryEngine
+from memory.buffer import NOT_GONE
 from memory.engine import row_to_event, row_to_memory
 from memory.types import Memory
 
@@ -69,15 +72,27 @@ async def write_json(
     await _array(write, _aliases(engine, chosen))
     waiting = {o: n for o in owners if (n := await unanswered(o) if unanswered is not None else 0)}
     write(',\n  "unanswered": ' + _dump(waiting).replace("\n", "\n  "))
+    write(',\n  "extraction_buffer": ' + _dump(await _buffered(engine, owners)).replace("\n", "\n  "))
     users = [u for o in owners if o not in handles and kept is not None and (u := _user(o, await kept(o)))]
     write(',\n  "users": ' + _dump(users).replace("\n", "\n  ") + "\n}\n")
     return memories, events
 
 
+async def _buffered(engine: MemoryEngine, owners: Sequence[str]) -> dict[str, dict[str, int]]:
+    """Owner -> how many of their lines wait to be learnt and how many the
+    memory model set aside (as the Markdown export counts them), those
+    with any; never the lines."""
+    rows = await engine.db.fetchall(
+        f"SELECT owner, COALESCE(SUM(set_aside_at IS NULL), 0), COALESCE(SUM(set_aside_at IS NOT NULL), 0) "
+        f"FROM extraction_buffer WHERE {NOT_GONE} GROUP BY owner ORDER BY owner")
+    wanted = set(owners)
+    return {str(r[0]): {"waiting": int(r[1]), "set_aside": int(r[2])} for r in rows if r[0] in wanted}
+
+
 def _user(owner: str, k: UserExport) -> dict[str, Any] | None:
     """An owner's settings and what the gateway keeps of theirs beside
     memory; None when nothing is (their export has no entry)."""
-    if not (k.timezone or k.incognito_since or k.history or k.files or k.jobs):
+    if not (k.timezone or k.incognito_since or k.history or k.files or k.jobs or k.edits):
         return None
     return {
         "user": owner,
@@ -86,6 +101,7 @@ def _user(owner: str, k: UserExport) -> dict[str, Any] | None:
         "history_messages": k.history,
         "recent_files": [{"name": name, "received": at.isoformat()} for name, at in k.files],
         "jobs": [asdict(j) for j in k.jobs],
+        "edits_waiting": k.edits,
     }
 
 

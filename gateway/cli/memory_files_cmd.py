@@ -153,6 +153,7 @@ async def _user_data(stack: contextlib.AsyncExitStack, engine: MemoryEngine, *, 
     counted with theirs (as /export counts them); the whole store's: each
     owner's own."""
     from gateway.cron import CronStore
+    from gateway.inbox import Inbox
     from gateway.incognito import Incognito
     from gateway.recent_files import RecentFiles
     from gateway.sessions import SessionStore
@@ -177,11 +178,14 @@ async def _user_data(stack: contextlib.AsyncExitStack, engine: MemoryEngine, *, 
             click.echo(f"warning: scheduled jobs not exported: {cron_db} could not be read ({exc})", err=True)
         else:
             stack.push_async_callback(cron.close)
+    identities = IdentityMap(cfg.memory.identities)
     return UserData(
         SqliteMemory(engine), sessions, cron, files=files,
         timezones=UserTimezones(sessions.db) if sessions is not None else None,
         incognito=Incognito(sessions.db) if sessions is not None else None,
-        handles_of=IdentityMap(cfg.memory.identities).handles if person else (lambda _user: []),
+        # Messages waiting to be answered: whose, for the whole store's owners (counted by _unanswered).
+        inbox=Inbox(sessions.db, SystemClock()) if sessions is not None else None, owner_of=identities.resolve,
+        handles_of=identities.handles if person else (lambda _user: []),
     )
 
 
@@ -190,7 +194,7 @@ async def _keeps(owner: str) -> bool:
     async with contextlib.AsyncExitStack() as stack:
         engine = await stack.enter_async_context(open_engine(resolve_db(load_cli_config()), create=False))
         k = await _kept(await _user_data(stack, engine, person=True))(owner)
-        return bool(k.timezone or k.incognito_since or k.history or k.files or k.jobs)
+        return bool(k.timezone or k.incognito_since or k.history or k.files or k.jobs or k.edits)
 
 
 async def _unanswered(stack: contextlib.AsyncExitStack) -> Callable[[str], Awaitable[int]] | None:

@@ -12,6 +12,7 @@ gateway.db across restarts), ``_views`` (HTML), ``_routes`` (handlers).
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import UTC, tzinfo
 
 from memory.engine import MemoryEngine
@@ -41,13 +42,17 @@ def mount_memory_page(
     on_written: Callable[[str], None] | None = None,
     files: ImportedFiles | None = None,
     identities: IdentityMap | None = None,
+    erasing: Callable[[], AbstractContextManager[None]] | None = None,
 ) -> MemoryWeb:
     """Register the page's routes on ``http`` (before or after it starts).
     ``forget_history``, ``on_written``, ``files``: as :class:`MemoryAdmin`'s; ``tz``:
     the clock its times are shown on (``gateway.timezone``), and a search's
     time words are read on for a user who set no zone; ``identities``:
-    memory.identities, whose handles' rows a person's export holds too."""
+    memory.identities, whose handles' rows a person's export holds too;
+    ``erasing``: held while erase-all runs (the App's ``ChatLock.erasing``)."""
     admin = MemoryAdmin(engine, retriever, forget_history=forget_history, on_written=on_written, files=files, tz=tz)
     web = MemoryWeb(admin, AdminAuth(token, session_ttl=session_ttl), tz=tz, identities=identities)
+    if erasing is not None:
+        web.erasing = erasing
     web.mount(http)
     return web

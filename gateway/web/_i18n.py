@@ -323,6 +323,11 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "type_name": ("Type the user name <b>{user}</b> to confirm", "输入用户名 <b>{user}</b> 以确认"),
     "erase_all": ("Erase all for good", "全部永久删除"),
     "name_mismatch": ("The name you typed does not match; nothing was erased.", "输入的名字不对，什么也没有删除。"),
+    "erase_chat_running": ("A terminal chat (myclaw chat) or another erasure is running on this home, and a chat "
+                           "would write back what it holds of {user} after the erasure. Nothing was erased; try "
+                           "again once it has ended.",
+                           "本机上正在运行终端对话（myclaw chat）或另一项删除，删除后对话会把它保存的 {user} 的内容写回。"
+                           "什么也没有删除；请在它结束后重试。"),
     "archive_all_q": ("Archive {which} {count} active {noun} of {user}?", "归档 {user} 的 {count} 条有效记忆？"),
     "archive_all_text": ("The bot stops recalling them. They stay in the database and can be restored one by one "
                          "from the Archived tab.", "机器人不再回想它们。它们仍在数据库中，可在“已归档”标签中逐条恢复。"),

@@ -41,6 +41,7 @@ process only (the page's Undo; an archive's undo is ``restore``).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import secrets
 from datetime import UTC, datetime, tzinfo
@@ -52,6 +53,7 @@ import structlog
 from aiohttp import web
 
 from gateway.chattitles import ChatTitles
+from gateway.datalock import ChatRunning
 from gateway.cli._common import memory_dict, near_handles
 from gateway.export import MIME, Spool, write_markdown
 from gateway.http import HttpServer
@@ -227,6 +229,8 @@ class MemoryWeb:
         # the export (set once gateway.db is open: Inbox.owned).
         self.unanswered: Callable[[str], Awaitable[int]] | None = None
         self._mounted: list[tuple[str, str]] = []
+        # Held while erase-all runs (the App's ChatLock.erasing): refused beside a `myclaw chat`.
+        self.erasing: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
 
     async def _name_groups(self, ctx: PageContext, memories: Iterable[Memory]) -> None:
         """The titles of the groups these memories name (where said, where
@@ -729,7 +733,14 @@ class MemoryWeb:
                 ctx.flash = ctx.t("name_mismatch")
             page = clear_confirm_page(ctx, erase=True, count=stats.total)
             return _html(page, ctx.nonce, status=400 if retry else 200)
-        n = await self.admin.erase_all(user)
+        try:
+            with self.erasing():
+                n = await self.admin.erase_all(user)
+        except ChatRunning:
+            # A `myclaw chat` holds what it has of them (gateway/datalock.py ChatLock): nothing erased.
+            ctx.flash = ctx.t("erase_chat_running", user=user)
+            page = clear_confirm_page(ctx, erase=True, count=(await self.admin.stats(user)).total)
+            return _html(page, ctx.nonce, status=409)
         log.info("memory page: all memories erased", owner=user, count=n)
         return _redirect(_with_notice(f"/memory?{urlencode({'user': user})}", "erased_all", n))
 

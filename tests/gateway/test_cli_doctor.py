@@ -905,14 +905,14 @@ def test_a_memory_file_whose_save_was_skipped_is_a_warning_with_the_fix(home: Pa
 
     write_config(home, healthy_config(fakes))
     make_data_files(home)
-    mem = home / "ws" / "memory" / "MEMORY.md"
+    mem = home / "workspace" / "memory" / "MEMORY.md"
     day = mem.parent / "2026-02-20.md"
     mem.parent.mkdir(parents=True)
 
     async def run_migrate() -> None:
         engine = await MemoryEngine.open(home / "data" / "memory.db", ManualClock("2026-03-01T12:00:00Z"))
         try:
-            await migrate_files(home / "ws", engine)
+            await migrate_files(home / "workspace", engine)  # the one the config names (its default)
         finally:
             await engine.close()
 
@@ -932,8 +932,11 @@ def test_a_memory_file_whose_save_was_skipped_is_a_warning_with_the_fix(home: Pa
         {"file": "2026-02-20.md", "kind": "not_utf8", "line": 2, "since": "2026-03-01T12:00:00Z"},
         {"file": "MEMORY.md", "kind": "unclosed_comment", "line": 2, "since": "2026-03-01T12:00:00Z"},
     ]}
+    # A file deleted since is not listed, though no import ran to drop its record.
+    day.unlink()
+    c = checks(doctor("--offline", "--json"))["skipped memory files"]
+    assert [s["file"] for s in c["data"]["skipped"]] == ["MEMORY.md"]
     mem.write_text("- secret fact 0\n<!-- secret note -->\n- secret fact 1\n")
-    day.write_text("- secret day\n", encoding="utf-8")
     asyncio.run(run_migrate())
     assert "skipped memory files" not in checks(doctor("--offline", "--json"))
 

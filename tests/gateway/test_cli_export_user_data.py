@@ -170,3 +170,47 @@ def test_the_whole_stores_export_holds_users_with_only_settings(home: Path) -> N
         assert f"\n## {user}" in md, user
         assert said in md.split(f"\n## {user}", 1)[1].split("\n## ", 1)[0], user
     assert "\n## bob" in md and "Bob likes tea" in md
+
+
+def test_the_whole_stores_export_names_users_with_only_messages_waiting_or_lines_set_aside(home: Path) -> None:
+    """A person whose only data is a message waiting in gateway.db's inbox
+    (a crash left it, or the gateway holds it now), an edit of theirs
+    waiting there to be applied, or lines of theirs set aside by the
+    memory model, is in the whole store's export, Markdown and JSON, as in
+    ``--user``'s: by count, never the words."""
+    from gateway.bus import EDIT, InboundMessage
+    from gateway.inbox import Inbox
+    from memory.backend import Turn
+
+    ok("add", "Bob likes tea", "--user", "bob")  # memory.db exists
+
+    async def seed() -> None:
+        clock = SystemClock()
+        async with await SessionStore.open(home / "data" / "gateway.db", clock) as s:
+            inbox = Inbox(s.db, clock)
+            await inbox.keep(InboundMessage(channel="telegram", chat_id="8", sender_id="88", text="hana's words",
+                                            message_id="1"))
+            await inbox.keep(InboundMessage(channel="telegram", chat_id="9", sender_id="99", text="juno's new words",
+                                            message_id="5", kind=EDIT))
+            await inbox.flush()
+        async with await MemoryEngine.open(home / "data" / "memory.db") as engine:
+            memory = SqliteMemory(engine)
+            await memory.buffer([Turn(owner="ivan", channel="telegram", chat_id="7", role="user",
+                                      content="ivan's very long paste")])
+            assert (await memory.owner_index("ivan")).waiting == 1  # the batched line written
+            await engine.db.write("UPDATE extraction_buffer SET set_aside_at = '2026-03-01T12:00:00Z' "
+                                  "WHERE owner = 'ivan'")
+
+    asyncio.run(seed())
+    md = ok("export", "--format", "markdown").stdout
+    for user, said in (("telegram:88", "1 message waiting to be answered"), ("ivan", "1 line set aside"),
+                       ("telegram:99", "1 edit of their messages waiting to be applied")):
+        assert f"\n## {user}" in md, (user, md)
+        assert said in md.split(f"\n## {user}", 1)[1].split("\n## ", 1)[0], user
+    assert "words" not in md and "paste" not in md
+    every = json.loads(ok("export").stdout)
+    assert every["unanswered"] == {"telegram:88": 1}
+    assert every["extraction_buffer"] == {"ivan": {"waiting": 0, "set_aside": 1}}
+    [juno] = [u for u in every["users"] if u["user"] == "telegram:99"]
+    assert juno["edits_waiting"] == 1 and "words" not in json.dumps(every)
+    assert "1 edit of their messages waiting" in ok("export", "--user", "telegram:99", "--format", "markdown").stdout

@@ -338,7 +338,8 @@ def test_export_json_and_markdown(home: Path, tmp_path: Path) -> None:
     asyncio.run(seed())
 
     doc = json.loads(ok("export").stdout)
-    assert set(doc) == {"exported_at", "user", "memories", "events", "project_aliases", "unanswered", "users"}
+    assert set(doc) == {"exported_at", "user", "memories", "events", "project_aliases", "unanswered",
+                        "extraction_buffer", "users"}
     assert [m["id"] for m in doc["memories"]] == [1, 2, 3] and doc["memories"][2]["status"] == "archived"
     assert set(doc["memories"][0]) == DB_KEYS
     assert doc["events"][0]["summary"] == "Booked flights\nto Osaka"
@@ -1113,6 +1114,8 @@ def test_a_json_export_streamed_a_page_at_a_time_is_the_document_json_dumps_make
                 "events": [event_dict(ev) for d in datas for ev in d.events],
                 "project_aliases": [],
                 "unanswered": {"alice": 2} if owner in (None, "alice") and "alice" in await e.owners() else {},
+                "extraction_buffer": {d.owner: {"waiting": d.waiting, "set_aside": d.set_aside} for d in datas
+                                      if d.waiting or d.set_aside},
                 "users": [],  # no gateway.db settings, no cron.db
             }, ensure_ascii=False, indent=2) + "\n"
             assert counts == (sum(len(d.memories) for d in datas), sum(len(d.events) for d in datas))

@@ -219,3 +219,51 @@ def test_a_lock_the_file_system_refuses_keeps_no_descriptor_open(tmp_path: Path,
             lock()
         assert failed.value.errno == errno.ENOLCK
     assert len(os.listdir("/proc/self/fd")) == open_before
+
+
+def test_a_chats_own_erasure_is_refused_beside_another_chat_and_keeps_its_share(tmp_path: Path) -> None:
+    """`myclaw chat`'s own /forget all (ChatLock.erasing on the lock it
+    holds shared): another chat on the home would write back what it holds
+    of the user, so refused; alone, its share becomes exclusive for the
+    erasure and shared again after it, so an erasure still sees a chat."""
+    from gateway.datalock import ChatLock, ChatRunning
+
+    mine, other = ChatLock(tmp_path), ChatLock(tmp_path)
+    mine.share()
+    other.share()
+    try:
+        with pytest.raises(ChatRunning, match="another myclaw chat is running on this home"), mine.erasing():
+            raise AssertionError("erased beside another chat")
+        other.release()
+        with mine.erasing():
+            with pytest.raises(ChatRunning, match="another erasure"):
+                ChatLock(tmp_path).exclusive()
+            refused = ChatLock(tmp_path)
+            with pytest.raises(ChatRunning, match="an erasure"):
+                refused.share()  # no chat starts mid-erasure
+        with pytest.raises(ChatRunning, match="myclaw chat is running on this home"):
+            ChatLock(tmp_path).exclusive()  # the chat's share is back
+    finally:
+        mine.release()
+        other.release()
+
+
+def test_the_gateways_erasure_takes_the_chat_lock_for_its_length_only(tmp_path: Path) -> None:
+    from gateway.datalock import ChatLock, ChatRunning
+
+    cli = ChatLock(tmp_path)
+    cli.exclusive()  # `myclaw memory forget` erasing
+    try:
+        with pytest.raises(ChatRunning, match=r"erasure \(myclaw memory forget\) is running"), ChatLock(tmp_path).erasing():
+            raise AssertionError("erased beside another erasure")
+    finally:
+        cli.release()
+    guard = ChatLock(tmp_path)
+    with guard.erasing():
+        with pytest.raises(ChatRunning, match="an erasure"):
+            ChatLock(tmp_path).share()
+        with pytest.raises(ChatRunning, match="another erasure"):
+            ChatLock(tmp_path).exclusive()
+    chat = ChatLock(tmp_path)
+    chat.share()  # let go after
+    chat.release()

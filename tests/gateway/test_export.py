@@ -375,3 +375,13 @@ async def test_every_export_form_gives_a_handles_rows_from_before_the_mapping_th
         parts = []
         await write_markdown(parts.append, backend, ["telegram:777", "alice"], at=AT, page=1, mapped=mapped)
         assert "".join(parts) == whole
+
+
+def test_a_user_export_counts_their_edits_waiting_to_be_applied() -> None:
+    """An edit of theirs waiting in the inbox holds their new words: their
+    export counts it (never the words), as it counts messages waiting."""
+    for zh, said in ((False, "- 1 edit of your messages, still waiting to be applied (not listed here)."),
+                     (True, "- 你对消息的 2 处修改还在等待生效（此处未列出）。")):
+        doc = render_user_export(UserExport(ALICE, edits=2 if zh else 1), at=AT, zh=zh)
+        assert said in doc, doc
+    assert "waiting to be applied" not in render_user_export(UserExport(ALICE), at=AT, zh=False)

@@ -1063,6 +1063,19 @@ async def test_a_partition_the_merge_kept_whole_is_not_sent_again_until_it_chang
         await conn.execute("UPDATE memories SET importance = 0.9 WHERE id = ?", (ids[0],))
     await compressor.weekly()
     assert len(merges) == 3
+    # Another memory model: it may judge them otherwise, so it is asked once.
+    newer = MemoryLLM(base_url=fake.url, model="mem-model-2", api_key="sk-test-000000", timeout=2.0, retries=0)
+    try:
+        for _ in range(2):
+            clock.advance(timedelta(days=7))
+            await Compressor(engine, newer).weekly()
+    finally:
+        await newer.aclose()
+    assert len(merges) == 4
+    # Back to the first model: it kept this partition whole as it stands.
+    clock.advance(timedelta(days=7))
+    await compressor.weekly()
+    assert len(merges) == 4
 
 
 async def test_a_profile_refresh_that_changed_nothing_is_not_asked_again_until_its_facts_change(

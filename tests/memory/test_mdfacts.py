@@ -135,7 +135,7 @@ def test_render_with_terms_reads_back_with_them() -> None:
 def test_an_unclosed_comment_is_found_by_its_line() -> None:
     """What hides the lines after it as Markdown renders it: a ``<!--``
     opening a line and never closed below, or one after a line's words not
-    closed on that line (the file store writes its comments so); closed
+    closed in its paragraph (the file store writes its comments on one line); closed
     ones, several on a line, and a code block's text are fine."""
     from memory.mdfacts import unclosed_comment
 
@@ -146,3 +146,26 @@ def test_an_unclosed_comment_is_found_by_its_line() -> None:
     assert unclosed_comment("<!-- a\nb --> c <!-- d\n") == 2
     assert unclosed_comment("```html\n<!-- in code\n```\n- a\n") == 0
     assert unclosed_comment("<!---->\n- a\n") == 0
+
+
+def test_a_comment_after_a_lines_words_closed_on_a_later_line_is_closed() -> None:
+    """``- fact <!-- a note`` whose ``-->`` comes on a later line of the same
+    paragraph is a comment, as Markdown renders it: not unclosed (the save
+    was skipped for it), and its lines are the fact's, not facts of their
+    own; a terms or date comment so written is read as on one line. A
+    blank line, list item, quote, heading or fence before the ``-->`` ends
+    the paragraph: still unclosed."""
+    from memory.mdfacts import unclosed_comment
+
+    wrapped = "- Meets Ana on Fridays <!-- ask her\nabout the garden -->\nPlays chess <!-- since\n2019 -->\n- Likes tea\n"
+    assert unclosed_comment(wrapped) == 0
+    assert [(f.text, f.first, f.last) for f in facts(wrapped)] == [
+        ("Meets Ana on Fridays <!-- ask her about the garden -->", 1, 2),
+        ("Plays chess <!-- since 2019 -->", 3, 4),
+        ("Likes tea", 5, 5),
+    ]
+    [f, _] = facts("- Uses postgres <!-- terms: 数据库,\ndatabase --> <!-- 2026-01-02 -->\n- Likes tea\n")
+    assert (f.text, f.terms, f.day, f.last) == ("Uses postgres", ("数据库", "database"), "2026-01-02", 2)
+    assert unclosed_comment("- a <!-- note\n  and more --> <!-- b\nc -->\n- d\n") == 0
+    for cut in ("\n\n", "\n- b ", "\n> b ", "\n# b ", "\n```\n"):
+        assert unclosed_comment(f"- a <!-- note{cut}-->\n") == 1, cut

@@ -88,6 +88,61 @@ async def test_a_skipped_save_is_recorded_once_for_doctor_and_dropped_by_the_sav
     assert not r.problems and "skipped" not in await ledger()
 
 
+async def test_a_skipped_save_of_a_file_deleted_since_is_dropped_by_the_next_full_import(
+    tmp_path: Path, engine: MemoryEngine
+) -> None:
+    """A daily file's save skipped (not UTF-8), then the file deleted: its
+    record stayed in the ledger for good, and ``myclaw doctor`` kept listing
+    a file that is not there. The next full import drops it (an entry that
+    held only that record goes whole; an imported file's keeps its import
+    record); a file still there keeps its record."""
+    mem = tmp_path / "memory" / "MEMORY.md"
+    day = mem.parent / "2026-02-20.md"
+    other = mem.parent / "2026-02-21.md"
+    save(mem, FACTS, 1)
+    await migrate_files(tmp_path, engine)
+    save(mem, FACTS + "<!-- unclosed\n", 2)
+    day.write_bytes("- a day\n".encode() + "caf\u00e9".encode("latin-1"))
+    other.write_bytes("- another day\n".encode() + "caf\u00e9".encode("latin-1"))
+    await migrate_files(tmp_path, engine)
+
+    async def skipped() -> list[str]:
+        rows = await engine.db.fetchall("SELECT value FROM meta WHERE key LIKE 'migrated:%'")
+        return sorted(json.loads(r["value"])["skipped"]["file"] for r in rows if "skipped" in json.loads(r["value"]))
+
+    assert await skipped() == ["2026-02-20.md", "2026-02-21.md", "MEMORY.md"]
+    rows_before = len(await engine.db.fetchall("SELECT key FROM meta WHERE key LIKE 'migrated:%'"))
+    mem.unlink()
+    day.unlink()
+    await migrate_files(tmp_path, engine, only=[other])  # a sync of other files: not a full look
+    assert await skipped() == ["2026-02-20.md", "2026-02-21.md", "MEMORY.md"]
+    r = await migrate_files(tmp_path, engine)
+    assert await skipped() == ["2026-02-21.md"]
+    assert not r.changed
+    keys = [row["key"] for row in await engine.db.fetchall("SELECT key FROM meta WHERE key LIKE 'migrated:%'")]
+    assert len(keys) == rows_before - 1 and any("MEMORY.md" in k for k in keys)  # the day's went whole
+
+
+async def test_a_comment_after_a_facts_words_closed_on_the_next_line_is_imported(
+    tmp_path: Path, engine: MemoryEngine
+) -> None:
+    """A note typed after a fact and wrapped onto the next line before its
+    ``-->`` was taken as unclosed: the save skipped with a warning, the new
+    fact never imported. It is a comment; the save imports, and the
+    wrapped line is no fact of its own."""
+    mem = tmp_path / "memory" / "MEMORY.md"
+    save(mem, FACTS, 1)
+    await migrate_files(tmp_path, engine)
+    save(mem, FACTS + "- Meets Ana on Fridays <!-- ask her about\nthe garden -->\n- A new fact\n", 2)
+    r = await migrate_files(tmp_path, engine)
+    assert r.problems == [] and r.memories_added == 2 and r.memories_archived == 0
+    active = await _active(engine)
+    assert "A new fact" in active and "Meets Ana on Fridays <!-- ask her about the garden -->" in active
+    assert not [c for c in active if c.startswith("the garden")]
+    row = await engine.db.fetchone("SELECT value FROM meta WHERE key LIKE 'migrated:%'")
+    assert row is not None and "skipped" not in json.loads(row["value"])
+
+
 async def test_an_unclosed_inline_terms_comment_is_not_made_words(tmp_path: Path, engine: MemoryEngine) -> None:
     """``- fact <!-- terms: a, b`` without its ``-->``: the comment's words
     would become the fact's; the save is skipped the same way."""
