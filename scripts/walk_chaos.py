@@ -8,30 +8,35 @@ those promises after every restart:
 * four Telegram private chats, one Feishu user (long connection) and a
   Telegram group of three members: messages that @-mention the bot (each
   to be answered once) and chatter that does not (never answered);
-* edits of messages already sent (the same tag kept: still one answer);
-* one user who asks ``/forget all`` mid-walk and confirms it with the
-  code (the flow started again when a kill cuts it: the command's "send it
-  again" note, an expired code);
+* edits of messages already sent (the same tag kept: still one answer; an
+  extracted one comes back as ``(edited) ...``, and the fake model says it
+  replaces the old fact when the prompt shows it);
+* one user who asks ``/forget all`` and confirms it with the code, every
+  ``--erase-every`` seconds (the flow started again when a kill cuts it:
+  the command's "send it again" note, an expired code);
 * an agent cron job every minute; ``myclaw memory compress daily`` run
   beside the gateway (the day's events aged a day first, with the gateway
   dead, so it has something to compress);
 * the fake model: an echo carrying the message's tag, one fact per user
-  line for extraction, and one extraction call in five answered 500 (a
-  failing model: the lines stay buffered and are tried again).
+  line for extraction, and in ``--outage`` of the rounds half the
+  extraction calls answered 500 (the lines stay buffered for a retry).
 
-Each round a kill moment is drawn (seeded): a random time; while an
-extraction call is at the model; while a reply's ``sendMessage`` is held
-(the fake's ``cut_next``); while the compression's model call is in flight
-(both processes killed). With the gateway dead it checks: every database's
-``integrity_check`` and ``foreign_key_check``, the FTS tables, the buffer,
-duplicate facts and locks (``chaos_kill.check``); no memory or daily event
-seen after an earlier round gone (its owner not erased since); at most one
-active fact per said thing. At the end a last run answers everything and
-stops on SIGTERM; then every message mentioning the bot (or private) has
-exactly one answer (the documented Telegram window excepted: a kill within
-2 s of the first send); the erased user's words before the confirmation are
-in no table of any database, no database or WAL file, and no model request
-made after the confirmation.
+Each round a kill moment is drawn (seeded), or taken in turn from
+``--modes``: a random time; while an extraction call is at the model;
+while a reply's ``sendMessage`` is held (the fake's ``cut_next``); while a
+compression runs (its model call cut, both processes killed, or finished
+beside the gateway); within ~0.1 s of a ``/forget all <code>`` sent. With
+the gateway dead it checks: every database's ``integrity_check`` and
+``foreign_key_check``, the FTS tables, the buffer, duplicate facts and
+locks (``chaos_kill.check``); no memory or daily event of an earlier round
+gone (the eraser's excepted); at most one active fact per thing said; each
+confirmed erasure's words in no table and no database file. At the end a
+last run answers everything and stops on SIGTERM, and ``myclaw memory
+flush`` learns what failed or waited (it ignores the backoff); then every
+message mentioning the bot (or private) has exactly one answer (the
+documented Telegram window excepted: a kill within 2 s of the first send),
+no group chatter any, nothing is left buffered, every thing said is one
+active fact, and no model request made after an erasure holds its words.
 
     .venv/bin/python scripts/walk_chaos.py                      # 20 rounds, seed 1
     .venv/bin/python scripts/walk_chaos.py --rounds 6 --seed 3 --keep /tmp/walk
@@ -62,12 +67,12 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))  # sys.path[0] when run as a script; not when a test loads this file
 
-sys.path.insert(0, str(ROOT / "scripts"))  # run as a script it is sys.path[0] already; loaded by a test, not
 import chaos_kill as ck  # noqa: E402
 from tests.fakes.feishu_server import FakeFeishu  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI, Reply, split_user_content  # noqa: E402
-from tests.fakes.telegram_server import FakeTelegram, SentMessage  # noqa: E402
+from tests.fakes.telegram_server import FakeTelegram  # noqa: E402
 
 PRIVATE = [3001, 3002, 3003, 3004]
 ERASER = 3004  # the user who asks /forget all mid-walk
