@@ -54,6 +54,7 @@ from .buffer import NOT_GONE, drop_lines
 from .changelog import write_log
 from .clock import ZoneOf, format_ts, owner_zone, parse_ts, weekday
 from .consolidate import Consolidator
+from .corrections import with_corrected
 from .engine import MemoryEngine
 from .errorlog import error_brief, error_fields
 from .llm import Fact, LLMOverflow, MemoryLLM, MemoryLLMError
@@ -483,6 +484,7 @@ class ExtractionService:
                 owner, [r.content for r in rows if r.role == "user"],
                 group=(first.channel, first.chat_id) if group else None,
             )
+            cands = await with_corrected(self.engine, owner, rows, cands)
             await self._step("candidates", owner)
             tz = await self._zone(owner)
             conversation = self._conversation(rows, tz, group=group)

@@ -395,6 +395,35 @@ async def test_an_edit_of_an_extracted_message_is_a_correction_that_supersedes(
     assert (await engine.get(old.id)).status.value == "superseded"
 
 
+async def test_a_correction_is_shown_the_memory_it_corrects_among_many_alike(
+    engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """Found by scripts/walk_chaos.py: the corrected message's own fact was
+    found by the correction's words only, five a line; among facts sharing
+    more of them it was not shown, the model could not say it is replaced,
+    and both stayed current. The fact citing the edited message is known by
+    its provenance and is offered first."""
+    mem = SqliteMemory(engine)
+    svc = ExtractionService(engine, llm)
+    await mem.buffer([_turn("alice", "my bus goes at nine", "1")])
+    fake.queue_reply(reply([_fact("Alice's bus goes at nine", [1])]))
+    await svc.flush_now("alice")
+    [old] = await engine.list_memories("alice")
+    for n in range(2, 10):  # what the correction's words find first
+        await engine.add(NewMemory(owner="alice", content=f"Alice's train to Lisbon leaves at ten from platform {n}",
+                                   category=Category.EVENT, provenance=Provenance(channel="telegram", chat_id="1",
+                                                                                  message_ids=(str(n),))))
+    assert await mem.revise(_turn("alice", "my train to Lisbon leaves at ten", "1")) == "corrected"
+    fake.queue_reply(reply([_fact("Alice's train to Lisbon leaves at ten", [1], updates=1)]))
+    [rep] = await svc.flush_now("alice")
+    assert rep.ok
+    shown = user_prompt(fake.requests[-1])
+    assert "1. [identity, 1.0] Alice's bus goes at nine" in shown, shown
+    assert (await engine.get(old.id)).status.value == "superseded"
+    assert [m.content for m in await engine.list_memories("alice") if m.provenance.message_ids == ("1",)] == [
+        "Alice's train to Lisbon leaves at ten"]
+
+
 async def test_an_edit_memory_never_had_changes_nothing(engine: MemoryEngine) -> None:
     mem = SqliteMemory(engine)
     await mem.buffer([_turn("bob", "my birthday is 3 May", "1")])

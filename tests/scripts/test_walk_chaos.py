@@ -1,0 +1,29 @@
+"""scripts/walk_chaos.py, short: the real gateway SIGKILLed while a reply's
+send is held, while an extraction call is at the model and while a hand-run
+daily compression runs beside it, with a /forget all under way; then every
+invariant of the walk holds (docs/BENCHMARKS.md, "A chaos walk")."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+from tests.procs import START
+from tests.scripts._load import load_script
+
+
+async def test_a_short_chaos_walk_breaks_no_invariant(tmp_path: Path) -> None:
+    walk = load_script("walk_chaos")
+    logging.getLogger("aiohttp").setLevel(logging.CRITICAL)  # the kills cut the fakes' requests short
+    args = walk.parser().parse_args([
+        "--rounds", "3", "--modes", "send,extraction,compress", "--seed", "5",
+        "--min-up", "0.2", "--max-up", "0.8", "--aim", "3", "--erase-after", "6",
+        "--drain", str(START), "--settle", "0.5", "--keep", str(tmp_path / "home"),
+    ])
+    result = await asyncio.wait_for(walk.run(args), 4 * START)
+    assert result["violations"] == [], result
+    assert result["kills"] == 3
+    assert result["erasure"]["confirmed"] == 1 and result["erasure"]["words"] > 0
+    assert result["answered_once"] > 0 and result["never_answered"] == 0
+    assert result["messages"]["group_chatter"] > 0 and result["messages"]["edits"] > 0
