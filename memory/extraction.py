@@ -176,6 +176,7 @@ class ExtractionService:
         interval: float = 5.0,
         wake_gap: float = 1.0,
         max_concurrency: int = 4,
+        window_pace: float = 1.0,
         on_step: StepHook | None = None,
     ) -> None:
         self.engine = engine
@@ -193,6 +194,9 @@ class ExtractionService:
         self.zone_of: ZoneOf | None = None
         self.interval = interval
         self.wake_gap = wake_gap
+        # After a flush of lines that left a window, wait this many times
+        # as long as it took before the next (:meth:`_flush_paced`).
+        self.window_pace = window_pace
         self.on_step = on_step
         self._sem = asyncio.Semaphore(max_concurrency)
         # One flush of a user at a time: their lock, while a flush holds or
@@ -341,14 +345,24 @@ class ExtractionService:
         return [r for batch in results for r in batch]
 
     async def _flush_paced(self, owners: Sequence[str]) -> list[FlushReport]:
-        """Owners due only because lines left their chat's window, one at a
-        time. Under load many chats' windows move within a second; flushed
-        together (``max_concurrency``) their retrieval and model calls took
-        the event loop from replies in a burst (docs/BENCHMARKS.md,
-        "Pre-compaction flush: paced"). Each is still flushed in this tick."""
+        """Owners due only because lines left their chat's window: one at a
+        time, each followed by a pause of ``window_pace`` times as long as it
+        took (the last one's skipped). Under load many chats' windows move
+        within a second, and a flush is 11-13 ms of the event loop's CPU
+        (its candidates' retrievals, the model call): flushed together they
+        held the loop from replies in a burst (docs/BENCHMARKS.md,
+        "Pre-compaction flush: paced"). A flush takes longer when replies
+        keep the loop busy, so the pauses grow with them. Every one is
+        still flushed in this tick."""
+        loop = asyncio.get_running_loop()
         reports: list[FlushReport] = []
-        for owner in owners:
+        took = 0.0
+        for i, owner in enumerate(owners):
+            if i and self.window_pace > 0:
+                await asyncio.sleep(self.window_pace * took)
+            began = loop.time()
             reports.extend(await self._flush_owner(owner, force=False))
+            took = loop.time() - began
         return reports
 
     # -- flushing -----------------------------------------------------------------

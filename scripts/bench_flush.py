@@ -94,6 +94,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                         running["now"] -= 1
 
                 svc.on_step = on_step
+                if args.pace is not None:
+                    svc.window_pace = args.pace  # type: ignore[attr-defined,unused-ignore]  # absent before it was added
                 ticks: list[float] = []
                 lags: list[float] = []
                 cpu_ms: list[float] = []
@@ -138,6 +140,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         "tick_ms": [round(t, 1) for t in ticks],
         "loop_cpu_ms_per_flush": [round(c, 2) for c in cpu_ms],
         "loop_cpu_ms_per_flush_p50": _pct(cpu_ms, 0.5),
+        "window_pace": getattr(svc, "window_pace", None),
         "flushes_at_once_max": running["max"],
         # a task waking every 5 ms during the ticks: how late it woke (what
         # a reply's next step waits for the loop)
@@ -150,6 +153,8 @@ def main() -> None:
     ap.add_argument("--chats", type=int, default=100)
     ap.add_argument("--turns", type=int, default=11, help="turns buffered per chat before its window moves")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--pace", type=float, default=None,
+                    help="ExtractionService.window_pace (default: the service's own)")
     ap.add_argument("--json", type=Path, help="also write the figures to this file")
     args = ap.parse_args()
     result = asyncio.run(bench(args))

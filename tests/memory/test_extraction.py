@@ -611,6 +611,47 @@ async def test_chats_whose_windows_moved_together_are_flushed_one_at_a_time_in_t
     assert [o for o in began if o != "dave"] == ["alice", "bob", "carol"]  # in the order their lines came
 
 
+async def test_a_window_flush_is_followed_by_a_pause_as_long_as_it_took(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """Back to back, one flush after another still keeps the event loop
+    busy for as long as the wave lasts; a pause as long as the last flush
+    took (``window_pace`` 1) leaves replies at least half of it, and grows
+    when they keep the loop busy. None after the last: a tick with one such
+    flush ends with it."""
+    from memory.clock import format_ts
+
+    mem = SqliteMemory(engine)
+    for n, who in enumerate(("alice", "bob", "carol"), start=1):
+        await mem.buffer(turns(who, (f"{who} keeps bees", "Noted."), chat=str(n)))
+    clock.advance(10)
+    fake.responder = lambda body: Reply(reply([], "a chat"))
+    loop = asyncio.get_running_loop()
+    spans: dict[str, list[float]] = {}
+
+    async def on_step(name: str, owner: str) -> None:
+        if name in ("read", "delete"):
+            spans.setdefault(owner, []).append(loop.time())
+
+    svc = service(engine, llm, on_step=on_step, window_pace=1.0)
+    for n in (1, 2, 3):
+        svc.left_window("telegram", str(n), format_ts(clock.now()))
+    reports = await svc.tick()
+    assert [r.owner for r in reports] == ["alice", "bob", "carol"] and all(r.ok for r in reports)
+    for first, then in (("alice", "bob"), ("bob", "carol")):
+        took = spans[first][1] - spans[first][0]
+        assert spans[then][0] - spans[first][1] >= took - 0.001, (first, spans)
+
+    await mem.buffer(turns("dave", ("dave keeps bees", "Noted."), chat="4"))
+    clock.advance(10)
+    svc.window_pace = 50.0  # a pause after the last would be 50 times its flush
+    svc.left_window("telegram", "4", format_ts(clock.now()))
+    began = loop.time()
+    [rep] = await svc.tick()
+    assert rep.ok and rep.owner == "dave"
+    assert loop.time() - began < 10 * (spans["dave"][1] - spans["dave"][0]), spans["dave"]
+
+
 async def test_the_due_check_asks_about_every_moved_chat_however_many(
     engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
 ) -> None:
