@@ -11,7 +11,9 @@ under load at 100 messages/s, and one extraction tick flushes them all.
 
 Reported: the tick's wall time, the event loop's thread CPU per flush (what
 a reply waits behind; independent of other processes' load, unlike a
-latency), extraction calls, and how many flushes ran at once.
+latency), extraction calls, how many flushes ran at once, how long after
+the windows moved each flush ended (how long the lines were in neither the
+prompt's window nor recall), and the event loop's lag meanwhile.
 
     .venv/bin/python scripts/bench_flush.py                   # 100 chats x 11 turns
     .venv/bin/python scripts/bench_flush.py --chats 50 --rounds 3
@@ -85,6 +87,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 assert isinstance(svc, ExtractionService) and app.backend is not None
                 engine = app.backend.engine  # type: ignore[attr-defined]
                 running = {"now": 0, "max": 0}
+                wave = [0.0]  # when the round's windows moved
+                done_ms: list[float] = []  # each flush's end, from then: how long its lines waited
 
                 async def on_step(name: str, owner: str) -> None:
                     if name == "read":
@@ -92,6 +96,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                         running["max"] = max(running["max"], running["now"])
                     elif name == "delete":
                         running["now"] -= 1
+                        done_ms.append((time.perf_counter() - wave[0]) * 1000)
 
                 svc.on_step = on_step
                 if args.pace is not None:
@@ -118,6 +123,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                     for chat in range(args.chats):
                         svc.left_window("telegram", str(FIRST_USER + chat), since)
                     cpu0, wall0 = time.thread_time(), time.perf_counter()
+                    wave[0] = wall0
                     probe = asyncio.create_task(lag_probe(lags))
                     reports = await svc.tick()
                     cpu, wall = time.thread_time() - cpu0, time.perf_counter() - wall0
@@ -142,6 +148,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         "loop_cpu_ms_per_flush_p50": _pct(cpu_ms, 0.5),
         "window_pace": getattr(svc, "window_pace", None),
         "flushes_at_once_max": running["max"],
+        "flushed_after_p50_ms": _pct(done_ms, 0.5), "flushed_after_p95_ms": _pct(done_ms, 0.95),
         # a task waking every 5 ms during the ticks: how late it woke (what
         # a reply's next step waits for the loop)
         "loop_lag_p50_ms": _pct(lags, 0.5), "loop_lag_p95_ms": _pct(lags, 0.95), "loop_lag_max_ms": _pct(lags, 1.0),
