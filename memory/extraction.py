@@ -351,7 +351,7 @@ class ExtractionService:
         within a second, and a flush is 11-13 ms of the event loop's CPU
         (its candidates' retrievals, the model call): flushed together they
         held the loop from replies in a burst (docs/BENCHMARKS.md,
-        "Pre-compaction flush: paced"). A flush takes longer when replies
+        "Pre-compaction flush", its "Paced" part). A flush takes longer when replies
         keep the loop busy, so the pauses grow with them. Every one is
         still flushed in this tick."""
         loop = asyncio.get_running_loop()

@@ -1,5 +1,5 @@
 """The pre-compaction flush's cost on the event loop (docs/BENCHMARKS.md,
-"Pre-compaction flush: paced").
+"Pre-compaction flush", its "Paced" part).
 
 The real ``App`` (memory on, a SQLite file in a temp dir, memories seeded
 as ``scripts/bench_gateway.py`` seeds them) against the instant fake LLM of
