@@ -93,6 +93,9 @@ StepHook = Callable[[str, str], Awaitable[None]]
 _WAITING = f"set_aside_at IS NULL AND {NOT_GONE}"
 """SQL condition on ``extraction_buffer``: a line still to extract."""
 
+_MOVED_CHUNK = 300
+"""Chats whose window moved, asked about in one query (3 variables each)."""
+
 
 async def retry_set_aside(engine: MemoryEngine, owner: str | None, *, job: str) -> int:
     """Clear the set-aside mark of ``owner``'s lines (everyone's with None),
@@ -174,6 +177,7 @@ class ExtractionService:
         interval: float = 5.0,
         wake_gap: float = 1.0,
         max_concurrency: int = 4,
+        window_pace: float = 1.0,
         on_step: StepHook | None = None,
     ) -> None:
         self.engine = engine
@@ -191,6 +195,9 @@ class ExtractionService:
         self.zone_of: ZoneOf | None = None
         self.interval = interval
         self.wake_gap = wake_gap
+        # After a flush of lines that left a window, wait this many times
+        # as long as it took before the next (:meth:`_flush_paced`).
+        self.window_pace = window_pace
         self.on_step = on_step
         self._sem = asyncio.Semaphore(max_concurrency)
         # One flush of a user at a time: their lock, while a flush holds or
@@ -278,14 +285,25 @@ class ExtractionService:
         """Users whose buffer is due now (quiet gap, token budget, or lines
         that left their chat's window: :meth:`left_window`, read once),
         not in backoff."""
+        return [owner for owner, _ in await self._due(now)]
+
+    async def _due(self, now: datetime | None = None) -> list[tuple[str, bool]]:
+        """Each due user, and whether only lines that left a window make
+        them due (the pre-compaction flush, which :meth:`tick` paces)."""
         now = now or self.engine.clock.now()
         left, self._left = self._left, {}
         compacted: set[str] = set()
-        for (channel, chat_id), since in left.items():
+        moved = list(left.items())
+        # One query for every chat whose window moved (under load, most of
+        # them in a second), not one each; chunked under SQLite's variable limit.
+        for at in range(0, len(moved), _MOVED_CHUNK):
+            chunk = moved[at:at + _MOVED_CHUNK]
             compacted.update(r["owner"] for r in await self.engine.db.fetchall(
-                f"""SELECT DISTINCT owner FROM extraction_buffer
-                    WHERE channel = ? AND chat_id = ? AND created_at < ? AND {_WAITING}""",
-                (channel, chat_id, since)))
+                f"""WITH moved(channel, chat_id, since) AS (VALUES {",".join(["(?, ?, ?)"] * len(chunk))})
+                    SELECT DISTINCT owner FROM extraction_buffer b WHERE {_WAITING} AND EXISTS (
+                        SELECT 1 FROM moved m
+                        WHERE m.channel = b.channel AND m.chat_id = b.chat_id AND b.created_at < m.since)""",
+                [v for (channel, chat_id), since in chunk for v in (channel, chat_id, since)]))
         rows = await self.engine.db.fetchall(
             """SELECT b.owner, MAX(b.created_at) AS last, SUM(b.token_count) AS tokens,
                       (SELECT h.next_attempt_at FROM extraction_buffer h
@@ -294,12 +312,14 @@ class ExtractionService:
         )
         quiet_before = format_ts(now - self.quiet_gap)
         stamp = format_ts(now)
-        return [
-            r["owner"]
-            for r in rows
-            if (r["retry_at"] is None or r["retry_at"] <= stamp)
-            and (r["last"] <= quiet_before or r["tokens"] >= self.token_budget or r["owner"] in compacted)
-        ]
+        due: list[tuple[str, bool]] = []
+        for r in rows:
+            if r["retry_at"] is not None and r["retry_at"] > stamp:
+                continue
+            urgent = r["last"] <= quiet_before or r["tokens"] >= self.token_budget
+            if urgent or r["owner"] in compacted:
+                due.append((r["owner"], not urgent))
+        return due
 
     async def tick(self, now: datetime | None = None) -> list[FlushReport]:
         """Flush every user that is due; the daily sweep when its time passed."""
@@ -315,12 +335,36 @@ class ExtractionService:
                 (stamp,))}
             owners = [o for o in owners if o not in retry]
             log.info("daily flush", owners=len(owners))
+            paced: set[str] = set()
         else:
-            owners = await self.due_owners(now)
-        busy = [o for o in owners if o in self._locks and self._locks[o].locked()]
-        todo = [o for o in owners if o not in busy]
-        results = await asyncio.gather(*(self._flush_owner(o, force=False) for o in todo))
+            due = await self._due(now)
+            owners = [o for o, _ in due]
+            paced = {o for o, window_only in due if window_only}
+        todo = [o for o in owners if not (o in self._locks and self._locks[o].locked())]
+        results = await asyncio.gather(*(self._flush_owner(o, force=False) for o in todo if o not in paced),
+                                       self._flush_paced([o for o in todo if o in paced]))
         return [r for batch in results for r in batch]
+
+    async def _flush_paced(self, owners: Sequence[str]) -> list[FlushReport]:
+        """Owners due only because lines left their chat's window: one at a
+        time, each followed by a pause of ``window_pace`` times as long as it
+        took (the last one's skipped). Under load many chats' windows move
+        within a second, and a flush is 11-13 ms of the event loop's CPU
+        (its candidates' retrievals, the model call): flushed together they
+        held the loop from replies in a burst (docs/BENCHMARKS.md,
+        "Pre-compaction flush", its "Paced" part). A flush takes longer when replies
+        keep the loop busy, so the pauses grow with them. Every one is
+        still flushed in this tick."""
+        loop = asyncio.get_running_loop()
+        reports: list[FlushReport] = []
+        took = 0.0
+        for i, owner in enumerate(owners):
+            if i and self.window_pace > 0:
+                await asyncio.sleep(self.window_pace * took)
+            began = loop.time()
+            reports.extend(await self._flush_owner(owner, force=False))
+            took = loop.time() - began
+        return reports
 
     # -- flushing -----------------------------------------------------------------
 

@@ -289,6 +289,10 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                     await app.vectorizer.drain()  # every seeded memory has its vector before the run
                 if args.no_extraction:  # diagnosis: the write path's background loop left out
                     app.extraction = None
+                elif args.window_pace is not None:
+                    from memory.extraction import ExtractionService
+                    assert isinstance(app.extraction, ExtractionService)
+                    app.extraction.window_pace = args.window_pace
                 await app.start()
                 assert app.loop is not None and "telegram" in app.channels, app.failed_channels
                 rss = {"before": rss_kib()}
@@ -379,6 +383,9 @@ def main() -> None:
     ap.add_argument("--no-streaming", action="store_true",
                     help="agent.streaming off: whole completions, no drafts (streaming is the default)")
     ap.add_argument("--no-extraction", action="store_true", help="do not start the extraction service (diagnosis)")
+    ap.add_argument("--window-pace", type=float, default=None, metavar="X",
+                    help="ExtractionService.window_pace: a window flush's pause before the next, times its duration "
+                         "(diagnosis; default: the service's own)")
     ap.add_argument("--default-runtime", action="store_true",
                     help="keep the interpreter's GC settings (diagnosis; see gateway/runtime.py)")
     ap.add_argument("--hybrid", action="store_true",

@@ -571,6 +571,109 @@ async def test_lines_that_left_their_chats_window_are_due_inside_the_quiet_gap(
     assert await svc.due_owners() == []  # nothing of alice's waits now
 
 
+async def test_chats_whose_windows_moved_together_are_flushed_one_at_a_time_in_that_tick(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """Under load many chats' windows move within a second: their flushes
+    (retrieval and model calls on the event loop) run one after another,
+    not four at once in a burst that replies wait behind; each is still
+    flushed in the tick that finds it due. A user due by the quiet gap is
+    not queued behind them."""
+    from memory.clock import format_ts
+
+    mem = SqliteMemory(engine)
+    await mem.buffer(turns("dave", ("I collect stamps", "Nice.")))
+    clock.advance(timedelta(minutes=3))  # dave has paused: due by the quiet gap
+    for n, who in enumerate(("alice", "bob", "carol"), start=2):
+        await mem.buffer(turns(who, (f"{who} keeps bees", "Noted."), chat=str(n)))
+    clock.advance(10)
+    fake.responder = lambda body: Reply(reply([], "a chat"))
+    running: set[str] = set()
+    together: list[set[str]] = []
+    began: list[str] = []
+
+    async def on_step(name: str, owner: str) -> None:
+        if name == "read":
+            began.append(owner)
+            running.add(owner)
+            together.append(set(running))
+        elif name == "delete":
+            running.discard(owner)
+
+    svc = service(engine, llm, on_step=on_step)
+    for n in (2, 3, 4):
+        svc.left_window("telegram", str(n), format_ts(clock.now()))
+    reports = await svc.tick()
+    assert sorted(r.owner for r in reports) == ["alice", "bob", "carol", "dave"] and all(r.ok for r in reports)
+    assert await buffered(engine) == []
+    assert not [s for s in together if len(s - {"dave"}) > 1], together  # the window's flushes: never two at once
+    assert began[0] == "dave" or began.index("dave") < 2, began  # the paused user first or beside the first
+    assert [o for o in began if o != "dave"] == ["alice", "bob", "carol"]  # in the order their lines came
+
+
+async def test_a_window_flush_is_followed_by_a_pause_as_long_as_it_took(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """Back to back, one flush after another still keeps the event loop
+    busy for as long as the wave lasts; a pause as long as the last flush
+    took (``window_pace`` 1) leaves replies at least half of it, and grows
+    when they keep the loop busy. None after the last: a tick with one such
+    flush ends with it."""
+    from memory.clock import format_ts
+
+    mem = SqliteMemory(engine)
+    for n, who in enumerate(("alice", "bob", "carol"), start=1):
+        await mem.buffer(turns(who, (f"{who} keeps bees", "Noted."), chat=str(n)))
+    clock.advance(10)
+    fake.responder = lambda body: Reply(reply([], "a chat"))
+    loop = asyncio.get_running_loop()
+    spans: dict[str, list[float]] = {}
+
+    async def on_step(name: str, owner: str) -> None:
+        if name in ("read", "delete"):
+            spans.setdefault(owner, []).append(loop.time())
+
+    svc = service(engine, llm, on_step=on_step, window_pace=1.0)
+    for n in (1, 2, 3):
+        svc.left_window("telegram", str(n), format_ts(clock.now()))
+    reports = await svc.tick()
+    assert [r.owner for r in reports] == ["alice", "bob", "carol"] and all(r.ok for r in reports)
+    for first, then in (("alice", "bob"), ("bob", "carol")):
+        took = spans[first][1] - spans[first][0]
+        assert spans[then][0] - spans[first][1] >= took - 0.001, (first, spans)
+
+    await mem.buffer(turns("dave", ("dave keeps bees", "Noted."), chat="4"))
+    clock.advance(10)
+    svc.window_pace = 50.0  # a pause after the last would be 50 times its flush
+    svc.left_window("telegram", "4", format_ts(clock.now()))
+    began = loop.time()
+    [rep] = await svc.tick()
+    assert rep.ok and rep.owner == "dave"
+    assert loop.time() - began < 10 * (spans["dave"][1] - spans["dave"][0]), spans["dave"]
+
+
+async def test_the_due_check_asks_about_every_moved_chat_however_many(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """The chats whose window moved are asked about in one query (a few
+    hundred at a time): a chat of any of them is found, beyond the first
+    hundreds too; one whose window still shows its lines is not due."""
+    from memory.clock import format_ts
+    from memory.extraction import _MOVED_CHUNK
+
+    mem = SqliteMemory(engine)
+    chats = _MOVED_CHUNK + 2
+    for n in range(chats):
+        await mem.buffer(turns(f"u{n}", (f"line of {n}", "ok"), chat=str(n)))
+    clock.advance(10)
+    moved = format_ts(clock.now())
+    svc = service(engine, llm)
+    for n in range(chats):
+        svc.left_window("telegram", str(n), moved if n % 2 else format_ts(clock.now() - timedelta(seconds=30)))
+    due = await svc.due_owners()
+    assert due == [f"u{n}" for n in range(chats) if n % 2]  # the odd chats' windows moved past their lines
+
+
 async def test_a_lines_day_is_written_once_where_the_day_changes_not_on_every_line(
     engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
 ) -> None:
