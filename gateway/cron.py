@@ -558,6 +558,36 @@ class CronStore:
             await conn.execute("DELETE FROM cron_jobs WHERE id = ?", (job_id,))
         log.info("cron job removed", job=job_id)
 
+    async def follow_user_zone(self, user: str, old: tzinfo | None, new: tzinfo | None) -> builtins.list[CronJob]:
+        """``user``'s /timezone went from ``old`` to ``new`` (None: none set,
+        the gateway's). Their recurring jobs made in their own private chat
+        and read in their zone until now follow them: "every day at 8" is 8
+        on the clock where they are, as a phone's alarm is, not 8 in the
+        city they flew from. The next run of each is computed anew, unless
+        it is due already or being retried (that run keeps its time). A
+        group's job (the group's clock), one in another zone (the
+        operator's ``--timezone``) and a one-time job (a moment) stay.
+        Returns the jobs moved, as they are now."""
+        was, name = (zone_name(old) if old is not None else ""), (zone_name(new) if new is not None else "")
+        if was == name:
+            return []
+        zone, now = new or self.tz, self.clock.now()
+        async with self.db.transaction() as conn:
+            async with conn.execute(
+                "SELECT id, schedule, next_run_at, due_at FROM cron_jobs WHERE kind = 'agent' AND user = ? "
+                "AND at IS NULL AND private = 1 AND timezone = ? ORDER BY created_at, id", (user, was),
+            ) as cur:
+                rows = list(await cur.fetchall())
+            for r in rows:
+                nxt = r["next_run_at"]
+                if r["due_at"] is None and parse_ts(nxt) > now:
+                    nxt = format_ts(next_run(r["schedule"], now, zone))
+                await conn.execute("UPDATE cron_jobs SET timezone = ?, next_run_at = ? WHERE id = ?", (name, nxt, r["id"]))
+        moved = [j for j in [await self.get(r["id"]) for r in rows] if j is not None]
+        if moved:
+            log.info("cron jobs follow their user's time zone", user=user, jobs=len(moved), timezone=name or "gateway")
+        return moved
+
     async def move_chat(self, channel: str, old_chat: str, new_chat: str) -> int:
         """Jobs aimed at ``old_chat`` go to ``new_chat`` (a Telegram group
         upgraded to a supergroup), so each run's reply and history are the

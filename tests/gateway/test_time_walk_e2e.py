@@ -1,0 +1,206 @@
+"""A user who lives across time zones, and clocks that jump, through the
+real App on a moving clock (the fake model, real SQLite files): a daily
+8:00 reminder across both of New York's DST changes, a flight to Shanghai
+and a ``/timezone`` change (what follows the user and what stays), the
+day log's day boundary when the zone changes mid-day, a gateway off over a
+DST night, and a clock an NTP correction steps back an hour (cron, the
+outbox's backoff, the compression lease). README "Time zones while
+travelling" says what the user sees."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from gateway.app import App
+from gateway.bus import InboundMessage
+from gateway.cron import CronJob, CronStore
+from memory import ManualClock
+from memory.clock import parse_ts
+from tests.fakes.openai_server import FakeOpenAI, Reply, said, text_of
+from tests.gateway.test_app import ECHO, EchoChannel, _config
+from tests.gateway.test_remembering_e2e import say
+
+NY, SHANGHAI = ZoneInfo("America/New_York"), ZoneInfo("Asia/Shanghai")
+ALICE = "alice"
+OWNER = f"echo:{ALICE}"
+
+
+def local(day: str, hm: str, tz: ZoneInfo) -> datetime:
+    """``hm`` on ``day`` on a wall clock in ``tz``, as an instant."""
+    return datetime.fromisoformat(f"{day}T{hm}").replace(tzinfo=tz)
+
+
+class Model:
+    """Chat turns: a cron tool call for "every day at 8" (the schedule a
+    model makes of it), "done." after it; a job's run answers "⏰" and its
+    words; anything else "ok."; the memory model finds nothing."""
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        if body.get("response_format", {}).get("type") == "json_object":
+            return Reply(content='{"facts": [], "summary": "a chat"}')
+        last = body["messages"][-1]
+        if last.get("role") == "tool":
+            return Reply(content="done.")
+        words = said(body)
+        if words == "remind me every day at 8 to take my pills":
+            return Reply(content=None, tool_calls=[{"name": "cron_add", "arguments": {
+                "schedule": "0 8 * * *", "message": "take your pills"}}])
+        if words.startswith(("take your pills", "water the plants", "night check", "call the NY office")):
+            return Reply(content="⏰ " + words.split("\n")[0])
+        return Reply(content="ok.")
+
+
+@asynccontextmanager
+async def gateway(tmp_path: Path, clock: ManualClock, **config: Any) -> AsyncIterator[tuple[App, FakeOpenAI]]:
+    async with FakeOpenAI(api_key="sk-time-walk-0123456789", responder=Model()) as fake:
+        cfg, paths = _config(tmp_path, fake, **config)
+        app = App(cfg, paths, clock=clock, channel_specs=(ECHO,))
+        try:
+            await app.open()
+            await app.start()
+            yield app, fake
+        finally:
+            await app.close()
+
+
+def store_of(app: App) -> CronStore:
+    assert app._cron_store is not None
+    return app._cron_store
+
+
+async def job(app: App, message: str) -> CronJob:
+    [j] = [j for j in await store_of(app).list(OWNER) if j.message == message]
+    return j
+
+
+async def walk_jobs(app: App, clock: ManualClock, start: datetime, end: datetime,
+                    step: timedelta = timedelta(minutes=15)) -> list[tuple[str, datetime]]:
+    """Polls the scheduler every ``step`` from ``start`` to ``end`` as the
+    gateway's loop does; (job message, the instant it ran), in order."""
+    assert app.cron is not None
+    ran: list[tuple[str, datetime]] = []
+    clock.set(start)
+    while clock.now() <= end:
+        words = {j.id: j.message for j in await store_of(app).list()}  # a one-time job's row goes with its run
+        for r in await app.cron.run_due():  # type: ignore[attr-defined]
+            ran.append((words[r.job_id], clock.now()))
+        clock.advance(step)
+    return ran
+
+
+def on_clock(ran: list[tuple[str, datetime]], message: str, tz: ZoneInfo) -> list[str]:
+    """When ``message``'s job ran, on a wall clock in ``tz``."""
+    return [f"{at.astimezone(tz):%m-%d %H:%M}" for m, at in ran if m == message]
+
+
+async def in_group(app: App, clock: ManualClock, text: str) -> None:
+    echo = app.channels["echo"]
+    assert isinstance(echo, EchoChannel) and app.loop is not None
+    echo.got.clear()
+    await echo.publish(InboundMessage(channel="echo", chat_id="g-family", sender_id=ALICE, text=text, is_group=True,
+                                      mentioned=True, timestamp=clock.now()))
+    await asyncio.wait_for(echo.got.wait(), 5)
+    assert await app.loop.drain(5)
+
+
+# -- a daily reminder across New York's DST changes ------------------------------
+
+
+async def test_a_daily_8_oclock_reminder_comes_once_a_day_at_8_across_both_dst_changes(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    clock.set(local("2026-03-04", "12:00", NY))
+    async with gateway(tmp_path, clock) as (app, _):  # gateway.timezone unset: UTC
+        assert "America/New_York" in await say(app, clock, "/timezone America/New_York", ALICE)
+        assert await say(app, clock, "remind me every day at 8 to take my pills", ALICE) == "done."
+        pills = await job(app, "take your pills")
+        assert (pills.schedule, pills.timezone, pills.private) == ("0 8 * * *", "America/New_York", True)
+        # In the hour the spring-forward night skips, and in the one the fall-back night repeats.
+        store = store_of(app)
+        await store.add(schedule="30 2 * * *", message="water the plants", channel="echo", chat_id="c-alice",
+                        user=OWNER, private=True, tz=NY)
+        await store.add(schedule="30 1 * * *", message="night check", channel="echo", chat_id="c-alice",
+                        user=OWNER, private=True, tz=NY)
+
+        march = await walk_jobs(app, clock, local("2026-03-04", "12:15", NY), local("2026-03-10", "23:59", NY))
+        assert on_clock(march, "take your pills", NY) == ["03-05 08:00", "03-06 08:00", "03-07 08:00", "03-08 08:00",
+                                                          "03-09 08:00", "03-10 08:00"]
+        # 02:30 on 8 March does not exist in New York: the job runs at the jump (03:00), once.
+        assert on_clock(march, "water the plants", NY) == ["03-05 02:30", "03-06 02:30", "03-07 02:30", "03-08 03:00",
+                                                           "03-09 02:30", "03-10 02:30"]
+        assert len(on_clock(march, "night check", NY)) == 6
+
+        # The gateway ran all along: the clock moves on to autumn. What came due meanwhile runs once.
+        clock.set(local("2026-10-30", "00:00", NY))
+        caught = [r.job_id for r in await app.cron.run_due()]  # type: ignore[attr-defined]
+        assert len(caught) == 5 == len(set(caught))  # three reminders, the daily and the weekly compression
+        november = await walk_jobs(app, clock, local("2026-10-30", "00:15", NY), local("2026-11-03", "23:59", NY))
+        assert on_clock(november, "take your pills", NY) == ["10-30 08:00", "10-31 08:00", "11-01 08:00",
+                                                             "11-02 08:00", "11-03 08:00"]
+        # 01:30 comes twice on 1 November (EDT, then EST): the job runs at the first, not again.
+        nights = [at for m, at in november if m == "night check"]
+        assert [f"{t.astimezone(NY):%m-%d %H:%M %Z}" for t in nights] == [
+            "10-30 01:30 EDT", "10-31 01:30 EDT", "11-01 01:30 EDT", "11-02 01:30 EST", "11-03 01:30 EST"]
+        # Each run's reply reached the chat: 6 in March, 5 in autumn, and the one caught up on 30 October.
+        echo = app.channels["echo"]
+        assert isinstance(echo, EchoChannel)
+        assert sum(m.text == "⏰ take your pills" for m in echo.sent) == 12
+
+
+# -- a flight to Shanghai ----------------------------------------------------------
+
+
+async def test_after_a_flight_a_users_schedules_follow_their_clock_and_a_one_time_reminder_keeps_its_moment(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    clock.set(local("2026-11-09", "12:00", NY))
+    async with gateway(tmp_path, clock) as (app, _):
+        await say(app, clock, "/timezone New York", ALICE)
+        assert await say(app, clock, "remind me every day at 8 to take my pills", ALICE) == "done."
+        store = store_of(app)
+        # "Remind me on the 12th at 10": a moment, read on her clock as she asked.
+        await store.add(at=local("2026-11-12", "10:00", NY), message="call the NY office", channel="echo",
+                        chat_id="c-alice", user=OWNER, private=True, tz=NY)
+        # The family group's job she made there: the group's, not her travel clock's.
+        await in_group(app, clock, "hi all")
+        await store.add(schedule="0 19 * * *", message="water the plants", channel="echo", chat_id="g-family",
+                        user=OWNER, tz=NY)
+        ran = await walk_jobs(app, clock, local("2026-11-09", "12:15", NY), local("2026-11-10", "21:00", NY))
+        assert on_clock(ran, "take your pills", NY) == ["11-10 08:00"]
+
+        # She lands in Shanghai (11 November, 10:00 there) and says so.
+        clock.set(local("2026-11-11", "10:00", SHANGHAI))
+        told = await say(app, clock, "/timezone 上海", ALICE)
+        assert "Asia/Shanghai" in told, told
+        pills = await job(app, "take your pills")
+        assert pills.timezone == "Asia/Shanghai"
+        assert parse_ts(pills.next_run_at) == local("2026-11-12", "08:00", SHANGHAI)
+        group = await job(app, "water the plants")
+        assert group.timezone == "America/New_York"
+        once = await job(app, "call the NY office")
+        assert parse_ts(once.next_run_at) == local("2026-11-12", "10:00", NY)  # 23:00 in Shanghai
+        # The answer says what moved and what stayed, on her new clock.
+        assert "now runs on Asia/Shanghai time (next 2026-11-12 08:00)" in told, told
+        assert "2026-11-12 23:00" in told, told  # the one-time reminder, on her new clock
+        assert "1 other" in told, told  # the group's
+        listed = await say(app, clock, "/jobs", ALICE)
+        assert "0 8 * * * (Asia/Shanghai)" in listed, listed
+
+        ran = await walk_jobs(app, clock, local("2026-11-11", "10:15", SHANGHAI), local("2026-11-13", "23:00", SHANGHAI))
+        assert on_clock(ran, "take your pills", SHANGHAI) == ["11-12 08:00", "11-13 08:00"]
+        assert on_clock(ran, "call the NY office", SHANGHAI) == ["11-12 23:00"]
+        assert on_clock(ran, "water the plants", NY) == ["11-11 19:00", "11-12 19:00"]  # the group's clock
+
+        # Home again, and back to the gateway's zone by mistake: her schedule follows that too.
+        clock.set(local("2026-11-20", "09:00", NY))
+        await app.cron.run_due()  # type: ignore[attr-defined]  # the week it was not polled: once
+        await say(app, clock, "/timezone reset", ALICE)
+        pills = await job(app, "take your pills")
+        assert pills.timezone == ""
+        assert parse_ts(pills.next_run_at) == datetime(2026, 11, 21, 8, 0, tzinfo=UTC)
