@@ -17,13 +17,20 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import pytest
+from pydantic import SecretStr
+
+from channels.telegram import TelegramChannel
 from gateway.app import App
-from gateway.bus import InboundMessage
+from gateway.bus import InboundMessage, MessageBus
+from gateway.config import TelegramConfig
 from gateway.cron import CronJob, CronStore
 from memory import ManualClock
 from memory.clock import parse_ts
-from tests.fakes.openai_server import FakeOpenAI, Reply, said, text_of
+from tests.fakes.openai_server import FakeOpenAI, Reply, said
+from tests.fakes.telegram_server import FakeTelegram
 from tests.gateway.test_app import ECHO, EchoChannel, _config
+from tests.gateway.test_delivery import FAST, Rig, _rig
 from tests.gateway.test_remembering_e2e import say
 
 NY, SHANGHAI = ZoneInfo("America/New_York"), ZoneInfo("Asia/Shanghai")
@@ -204,3 +211,42 @@ async def test_after_a_flight_a_users_schedules_follow_their_clock_and_a_one_tim
         pills = await job(app, "take your pills")
         assert pills.timezone == ""
         assert parse_ts(pills.next_run_at) == datetime(2026, 11, 21, 8, 0, tzinfo=UTC)
+
+
+# -- the gateway's own clock stepped back (an NTP correction) -----------------------
+
+
+@pytest.fixture
+async def telegram(tmp_path: Path, clock: ManualClock) -> AsyncIterator[tuple[FakeTelegram, Rig]]:
+    """Delivery through the outbox to the fake Telegram (tests/gateway/test_delivery.py's rig)."""
+    async with FakeTelegram(strict_chats=False) as tg:
+        cfg = TelegramConfig(enabled=True, token=SecretStr(tg.token), base_url=tg.base_url, poll_timeout=1)
+        channel = TelegramChannel(cfg, MessageBus(), backoff=FAST, send_attempts=1)
+        await asyncio.wait_for(channel.start(), 10)
+        async for rig in _rig(tmp_path, clock, channel):
+            yield tg, rig
+
+
+async def test_a_clock_stepped_back_an_hour_does_not_hold_a_kept_reply_for_that_hour(
+    telegram: tuple[FakeTelegram, Rig], clock: ManualClock
+) -> None:
+    """A reply kept after a failed send is due 15-30 s later on the clock
+    that failed it. The clock then steps back an hour: the row's time is
+    an hour and a half ahead, longer than any backoff (30 min at most), so
+    it is the clock that moved, and the row is sent at the next pass, not
+    an hour late."""
+    tg, rig = telegram
+    tg.fail_next("sendMessage", 502)
+    await rig.reply("your train leaves at 9")
+    assert tg.texts() == [] and await rig.outbox.count() == 1
+    clock.advance(-3600)  # NTP: the machine's clock was an hour fast
+    await rig.later(31)
+    assert tg.texts() == ["your train leaves at 9"]
+    assert await rig.outbox.count() == 0
+    # A backoff the clock did not move is kept: a failed send waits its 15-30 s.
+    tg.fail_next("sendMessage", 502)
+    await rig.reply("and take an umbrella")
+    await rig.later(5)
+    assert tg.texts() == ["your train leaves at 9"]
+    await rig.later(30)
+    assert tg.texts() == ["your train leaves at 9", "and take an umbrella"]
