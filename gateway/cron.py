@@ -66,6 +66,11 @@ daily run lasting past 04:00 on a Monday delays the weekly job, and never
 costs it the week. It never runs twice for one slot (its next slot is
 computed from the run that did its work) nor at once with the other (the
 lease).
+
+A clock stepped back (an NTP correction) neither runs a slot twice (the
+next slot is computed from after the slot a run was for, as well as from
+its time) nor holds a retry for the step: a retry due further ahead than
+the longest retry delay is due now (:meth:`CronStore.due`).
 """
 
 from __future__ import annotations
@@ -616,10 +621,24 @@ class CronStore:
                      jobs=n)
         return n
 
-    async def due(self, now: datetime) -> builtins.list[CronJob]:  # `list` is a method here
-        rows = await self.db.fetchall(
-            "SELECT * FROM cron_jobs WHERE next_run_at <= ? ORDER BY next_run_at, id", (format_ts(now),)
-        )
+    async def due(self, now: datetime, *, retries_within: tuple[timedelta, timedelta] | None = None,
+                  ) -> builtins.list[CronJob]:  # `list` is a method here
+        """Jobs due at ``now``. ``retries_within``: the longest wait before
+        an agent job's and an internal job's next attempt; a job being
+        retried (``due_at`` set) whose attempt is further ahead than that
+        is due too: the clock was stepped back since (an NTP correction),
+        and the retry would wait the step out."""
+        if retries_within is None:
+            rows = await self.db.fetchall(
+                "SELECT * FROM cron_jobs WHERE next_run_at <= ? ORDER BY next_run_at, id", (format_ts(now),)
+            )
+        else:
+            agent, internal = (format_ts(now + d) for d in retries_within)
+            rows = await self.db.fetchall(
+                "SELECT * FROM cron_jobs WHERE next_run_at <= ? OR (due_at IS NOT NULL AND next_run_at > "
+                "CASE kind WHEN 'internal' THEN ? ELSE ? END) ORDER BY next_run_at, id",
+                (format_ts(now), internal, agent),
+            )
         return [_job(r) for r in rows]
 
     async def record_run(self, job: CronJob, *, ran_at: datetime, status: str, error: str | None) -> None:
@@ -630,7 +649,11 @@ class CronStore:
                 await conn.execute("DELETE FROM cron_jobs WHERE id = ? AND at IS NOT NULL", (job.id,))
             log.info("one-time cron job done", job=job.id, status=status)
             return
-        nxt = format_ts(next_run(job.schedule, max(ran_at, self.clock.now()), self.zone_of(job)))
+        # After the slot it ran for too: a retry the clock was stepped back
+        # under (an NTP correction) ran before its own slot's time, which
+        # must not come due again.
+        after = max(ran_at, self.clock.now(), parse_ts(job.slot))
+        nxt = format_ts(next_run(job.schedule, after, self.zone_of(job)))
         async with self.db.transaction() as conn:
             await conn.execute(
                 "UPDATE cron_jobs SET last_run_at = ?, last_status = ?, last_error = ?, next_run_at = ?, "
@@ -771,7 +794,9 @@ class CronScheduler:
         their results."""
         now = now or self.clock.now()
         started = []
-        for job in await self.store.due(now):
+        longest = (max(self.retry_delays, default=timedelta(0)),
+                   max((*self.internal_retry_delays, self.busy_retry), default=timedelta(0)))
+        for job in await self.store.due(now, retries_within=longest):
             if job.id in self._running or (only is not None and job.id not in only):
                 continue  # still running from its previous slot
             task = asyncio.create_task(self._run(job, now), name=f"cron:{job.id}")

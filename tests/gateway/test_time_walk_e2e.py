@@ -46,9 +46,14 @@ def local(day: str, hm: str, tz: ZoneInfo) -> datetime:
 class Model:
     """Chat turns: a cron tool call for "every day at 8" (the schedule a
     model makes of it), "done." after it; a job's run answers "⏰" and its
-    words; anything else "ok."; the memory model finds nothing."""
+    words; anything else "ok."; the memory model finds nothing. ``down``:
+    every chat request fails (a provider outage)."""
+
+    down = False
 
     def __call__(self, body: dict[str, Any]) -> Reply:
+        if self.down:
+            return Reply(status=503, content=None)
         if body.get("response_format", {}).get("type") == "json_object":
             return Reply(content='{"facts": [], "summary": "a chat"}')
         last = body["messages"][-1]
@@ -64,8 +69,9 @@ class Model:
 
 
 @asynccontextmanager
-async def gateway(tmp_path: Path, clock: ManualClock, **config: Any) -> AsyncIterator[tuple[App, FakeOpenAI]]:
-    async with FakeOpenAI(api_key="sk-time-walk-0123456789", responder=Model()) as fake:
+async def gateway(tmp_path: Path, clock: ManualClock, model: Model | None = None,
+                  **config: Any) -> AsyncIterator[tuple[App, FakeOpenAI]]:
+    async with FakeOpenAI(api_key="sk-time-walk-0123456789", responder=model or Model()) as fake:
         cfg, paths = _config(tmp_path, fake, **config)
         app = App(cfg, paths, clock=clock, channel_specs=(ECHO,))
         try:
@@ -250,3 +256,38 @@ async def test_a_clock_stepped_back_an_hour_does_not_hold_a_kept_reply_for_that_
     assert tg.texts() == ["your train leaves at 9"]
     await rig.later(30)
     assert tg.texts() == ["your train leaves at 9", "and take an umbrella"]
+
+
+async def test_a_clock_stepped_back_runs_no_reminder_twice_and_holds_no_retry_for_the_step(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    model = Model()
+    clock.set(local("2026-06-01", "07:00", NY))
+    async with gateway(tmp_path, clock, model, gateway={"timezone": "America/New_York"}) as (app, _):
+        await say(app, clock, "remind me every day at 8 to take my pills", ALICE)  # no /timezone: the gateway's
+        pills = await job(app, "take your pills")
+        assert pills.timezone == "" and parse_ts(pills.next_run_at) == local("2026-06-01", "08:00", NY)
+        ran = await walk_jobs(app, clock, local("2026-06-01", "07:45", NY), local("2026-06-01", "08:15", NY))
+        assert on_clock(ran, "take your pills", NY) == ["06-01 08:00"]
+        # The machine's clock was an hour fast: NTP steps it back. 08:00 comes again, the reminder does not.
+        ran = await walk_jobs(app, clock, local("2026-06-01", "07:15", NY), local("2026-06-02", "08:15", NY))
+        assert on_clock(ran, "take your pills", NY) == ["06-02 08:00"]
+
+        # The model is down at 08:00 on the 3rd: the job is tried again a minute later ...
+        model.down = True
+        clock.set(local("2026-06-03", "08:00", NY))
+        [run] = [r for r in await app.cron.run_due() if r.job_id == pills.id]  # type: ignore[attr-defined]
+        assert run.status == "retry"
+        retry = parse_ts((await job(app, "take your pills")).next_run_at)
+        assert retry == local("2026-06-03", "08:01", NY)
+        # ... and the clock steps back an hour before it: the retry comes a minute later still, not an hour.
+        model.down = False
+        clock.set(local("2026-06-03", "07:00", NY))
+        ran = await walk_jobs(app, clock, local("2026-06-03", "07:01", NY), local("2026-06-03", "07:10", NY),
+                              step=timedelta(minutes=1))
+        assert on_clock(ran, "take your pills", NY) == ["06-03 07:01"]
+        # That was 3 June's 08:00: when 08:00 comes round again on the corrected clock, it is not run twice.
+        after = await job(app, "take your pills")
+        assert after.last_status == "ok" and parse_ts(after.next_run_at) == local("2026-06-04", "08:00", NY)
+        ran = await walk_jobs(app, clock, local("2026-06-03", "07:15", NY), local("2026-06-04", "08:15", NY))
+        assert on_clock(ran, "take your pills", NY) == ["06-04 08:00"]
