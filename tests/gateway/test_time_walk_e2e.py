@@ -10,6 +10,8 @@ travelling" says what the user sees."""
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, date, datetime, timedelta
@@ -24,10 +26,12 @@ from channels.telegram import TelegramChannel
 from gateway.app import App
 from gateway.bus import InboundMessage, MessageBus
 from gateway.config import TelegramConfig
-from gateway.cron import CronJob, CronStore
-from memory import ManualClock
+from gateway.cron import INTERNAL_DAILY, CronJob, CronStore
+from memory import ManualClock, MemoryEngine
+from memory.compression import COMPRESS_LEASE
 from memory.clock import parse_ts
-from tests.fakes.openai_server import FakeOpenAI, Reply, said
+from memory.lease import LeaseBusy, Leases
+from tests.fakes.openai_server import FakeOpenAI, Reply, said, split_user_content, text_of
 from tests.fakes.telegram_server import FakeTelegram
 from tests.gateway.test_app import ECHO, EchoChannel, _config
 from tests.gateway.test_delivery import FAST, Rig, _rig
@@ -55,7 +59,11 @@ class Model:
         if self.down:
             return Reply(status=503, content=None)
         if body.get("response_format", {}).get("type") == "json_object":
-            return Reply(content='{"facts": [], "summary": "a chat"}')
+            # The day's summary names what was said, so a compression's
+            # request shows which events it was given.
+            user = text_of(body["messages"][-1]["content"])
+            words = re.findall(r"^L\d+ .*? user: (.*)$", user.partition("Conversation:")[2], re.M)
+            return Reply(content=json.dumps({"facts": [], "summary": "talked about: " + "; ".join(words)}))
         last = body["messages"][-1]
         if last.get("role") == "tool":
             return Reply(content="done.")
@@ -291,3 +299,128 @@ async def test_a_clock_stepped_back_runs_no_reminder_twice_and_holds_no_retry_fo
         assert after.last_status == "ok" and parse_ts(after.next_run_at) == local("2026-06-04", "08:00", NY)
         ran = await walk_jobs(app, clock, local("2026-06-03", "07:15", NY), local("2026-06-04", "08:15", NY))
         assert on_clock(ran, "take your pills", NY) == ["06-04 08:00"]
+
+
+# -- a gateway off over a DST night ---------------------------------------------------
+
+
+async def _runs(app: App, job: str) -> int:
+    rows = await app.backend.engine.db.fetchall(  # type: ignore[attr-defined]
+        "SELECT COUNT(*) FROM memory_log WHERE job = ? AND action = 'run'", (job,))
+    return int(rows[0][0])
+
+
+async def test_a_gateway_off_over_the_spring_forward_night_catches_up_each_job_once(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """gateway.timezone set, Alice with no /timezone: the gateway's clock is
+    hers. Off from Saturday 22:00 to Sunday 10:00 over the night New York
+    springs forward: the 03:00 compression and the 08:00 reminder each run
+    once at start (the reminder saying it is late), then at their times."""
+    clock.set(local("2026-03-07", "19:00", NY))
+    model = Model()
+    config = {"gateway": {"timezone": "America/New_York"}}
+    async with gateway(tmp_path, clock, model, **config) as (app, _):
+        await say(app, clock, "remind me every day at 8 to take my pills", ALICE)
+        await say(app, clock, "we booked the cabin for Easter", ALICE)
+        clock.advance(600)
+        assert app.extraction is not None
+        await app.extraction.tick()  # type: ignore[attr-defined]
+        daily_before = await _runs(app, "daily_compress")
+        clock.set(local("2026-03-07", "22:00", NY))
+    clock.set(local("2026-03-08", "10:00", NY))  # the machine was off; the clock skipped 02:00-03:00 meanwhile
+    async with gateway(tmp_path, clock, model, **config) as (app, fake):
+        assert await _runs(app, "daily_compress") == daily_before + 1  # Saturday's events, once
+        events = await app.backend.engine.db.fetchall(  # type: ignore[attr-defined]
+            "SELECT event_date, is_compressed FROM daily_events WHERE owner = ?", (OWNER,))
+        assert [(r[0], r[1]) for r in events] == [("2026-03-07", 1)]
+        pills = [said(b) for b in fake.requests if said(b).startswith("take your pills")]
+        assert len(pills) == 1
+        assert "was due at 08:00 (America/New_York) and runs 2 h late" in pills[0], pills[0]
+        ran = await walk_jobs(app, clock, local("2026-03-08", "10:15", NY), local("2026-03-09", "09:00", NY))
+        assert on_clock(ran, "take your pills", NY) == ["03-09 08:00"]
+        assert on_clock(ran, INTERNAL_DAILY, NY) == ["03-09 03:00"]
+        assert await _runs(app, "daily_compress") == daily_before + 2
+
+
+# -- the day log's day when the zone changes mid-day ---------------------------------
+
+
+def compressed(fake: FakeOpenAI) -> list[str]:
+    """Each line the daily compression was given ("- 2026-11-10 Tue [echo] ..."), over all its runs."""
+    out: list[str] = []
+    for body in fake.requests:
+        user = text_of(body["messages"][-1]["content"]) if body.get("response_format") else ""
+        if "Event log:" in user:
+            out += re.findall(r"^L\d+ (- 20.*)$", user.partition("Event log:")[2], re.M)
+    return out
+
+
+async def test_a_zone_changed_mid_day_loses_no_day_log_and_compresses_each_once(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """Events are dated on the user's calendar as they are written. East
+    (New York -> Shanghai) the date jumps ahead; west (back) it steps back
+    to a day Shanghai already finished and compressed. Each event is
+    compressed once, under the day it was written on, once that day is
+    over where the user is now; none is lost or waits for ever."""
+    clock.set(local("2026-11-10", "20:00", NY))
+
+    async def chat(words: str) -> None:
+        await say(app, clock, words, ALICE)
+        clock.advance(600)  # past the quiet gap: the extraction writes the day's event
+        assert app.extraction is not None
+        await app.extraction.tick()  # type: ignore[attr-defined]
+
+    async with gateway(tmp_path, clock) as (app, fake):  # gateway.timezone unset: UTC, compression at 03:00 UTC
+        await say(app, clock, "/timezone New York", ALICE)
+        await chat("we booked the cabin in Maine")  # 10 Nov, 20:00 in New York
+        clock.set(local("2026-11-11", "10:00", SHANGHAI))  # 10 Nov 21:00 in New York: her day is not over
+        await say(app, clock, "/timezone Shanghai", ALICE)
+        await chat("landed in Shanghai, the hotel is near the Bund")
+        # "Yesterday", the next morning in Shanghai, is her Shanghai yesterday: the day she landed,
+        # not the evening in New York (10 Nov there, though only 13 hours before).
+        for ask in ("what did we talk about yesterday?", "昨天我们聊了什么？"):
+            clock.set(local("2026-11-12", "09:00", SHANGHAI))
+            await say(app, clock, ask, ALICE)
+            block = split_user_content(text_of(fake.requests[-1]["messages"][-1]["content"]))[0]
+            assert "near the Bund" in block and "cabin in Maine" not in block, block
+            assert "2026-11-11" in block, block
+        clock.advance(600)
+        await app.extraction.tick()  # type: ignore[attr-defined]  # the questions are that day's log
+        clock.set(local("2026-11-20", "09:00", SHANGHAI))
+        await chat("meeting the Hangzhou supplier today")
+        clock.set(local("2026-11-20", "11:30", SHANGHAI))  # 03:30 UTC: Shanghai's 19 Nov compressed at 03:00
+        await say(app, clock, "/timezone New York", ALICE)  # back home: 19 Nov, 22:30 there
+        await chat("home again, jet lag is brutal")
+        await walk_jobs(app, clock, clock.now(), local("2026-11-22", "12:00", NY), step=timedelta(hours=1))
+        days = await app.backend.engine.db.fetchall(  # type: ignore[attr-defined]
+            "SELECT event_date, summary, is_compressed FROM daily_events WHERE owner = ? ORDER BY id", (OWNER,))
+        assert all(c == 1 for _, _, c in days), days  # none lost, none waiting for ever
+        said_on = [d for d, summary, _ in days if "yesterday" not in summary and "昨天" not in summary]
+        assert said_on == ["2026-11-10", "2026-11-11", "2026-11-20", "2026-11-19"]
+        lines = compressed(fake)
+        for day, words in (("2026-11-10", "cabin in Maine"), ("2026-11-11", "near the Bund"),
+                           ("2026-11-20", "Hangzhou supplier"), ("2026-11-19", "jet lag")):
+            assert len([x for x in lines if words in x]) == 1, lines  # compressed once
+            [line] = [x for x in lines if words in x]
+            assert line.startswith(f"- {day} "), line  # under the day it was said on, on her calendar then
+
+
+async def test_a_clock_stepped_back_never_gives_the_compression_lease_to_a_second_holder(
+    engine: MemoryEngine, clock: ManualClock
+) -> None:
+    """The lease's expiry is on the clock that wrote it: stepped back an
+    hour, a live holder's lease looks held for 75 minutes, and nobody takes
+    it over meanwhile (two compressions writing at once is worse than one
+    waiting); the holder's next renewal puts it on the corrected clock."""
+    leases = Leases(engine.db, clock)
+    daily = await leases.acquire(COMPRESS_LEASE, "daily_compress@1")
+    clock.advance(-3600)
+    with pytest.raises(LeaseBusy):
+        await leases.acquire(COMPRESS_LEASE, "weekly_compress@2")
+    await daily.renew()  # still its own: 15 minutes from the corrected now
+    assert parse_ts(daily.expires_at) == clock.now() + leases.ttl
+    clock.advance(leases.ttl + timedelta(seconds=1))  # the holder died after that renewal
+    weekly = await leases.acquire(COMPRESS_LEASE, "weekly_compress@2")
+    assert await leases.holder(COMPRESS_LEASE) == (weekly.holder, weekly.expires_at)
