@@ -27,15 +27,16 @@ from gateway.app import App
 from gateway.bus import InboundMessage, MessageBus
 from gateway.config import TelegramConfig
 from gateway.cron import INTERNAL_DAILY, CronJob, CronStore
-from memory import ManualClock, MemoryEngine
+from memory import Category, ManualClock, MemoryEngine, NewMemory, Provenance
 from memory.compression import COMPRESS_LEASE
-from memory.clock import parse_ts
+from memory.clock import format_ts, parse_ts
 from memory.lease import LeaseBusy, Leases
 from tests.fakes.openai_server import FakeOpenAI, Reply, said, split_user_content, text_of
 from tests.fakes.telegram_server import FakeTelegram
 from tests.gateway.test_app import ECHO, EchoChannel, _config
 from tests.gateway.test_delivery import FAST, Rig, _rig
 from tests.gateway.test_remembering_e2e import say
+from tests.gateway.yearwalk import core_memory
 
 NY, SHANGHAI = ZoneInfo("America/New_York"), ZoneInfo("Asia/Shanghai")
 ALICE = "alice"
@@ -68,6 +69,9 @@ class Model:
         if last.get("role") == "tool":
             return Reply(content="done.")
         words = said(body)
+        if words == "look up what we said yesterday":
+            return Reply(content=None, tool_calls=[{"name": "memory_search", "arguments": {
+                "query": "what did we talk about yesterday"}}])
         if words == "remind me every day at 8 to take my pills":
             return Reply(content=None, tool_calls=[{"name": "cron_add", "arguments": {
                 "schedule": "0 8 * * *", "message": "take your pills"}}])
@@ -424,3 +428,74 @@ async def test_a_clock_stepped_back_never_gives_the_compression_lease_to_a_secon
     clock.advance(leases.ttl + timedelta(seconds=1))  # the holder died after that renewal
     weekly = await leases.acquire(COMPRESS_LEASE, "weekly_compress@2")
     assert await leases.holder(COMPRESS_LEASE) == (weekly.holder, weekly.expires_at)
+
+
+# -- Core Memory's dates on the user's calendar ------------------------------------------
+
+
+async def test_core_memory_dates_an_entry_on_the_users_calendar(tmp_path: Path, clock: ManualClock) -> None:
+    """A Core Memory line carries the day its fact was said: her day, not
+    UTC's. Said at 21:00 in New York on 10 November is 02:00 UTC on the
+    11th; an entry whose provenance keeps the moment (the weekly refresh's)
+    and one dated by its own row alike. With no /timezone, the gateway's
+    zone is her calendar (gateway.timezone set), as the prompt's date is."""
+    clock.set(local("2026-11-10", "21:00", NY))
+    async with gateway(tmp_path, clock, gateway={"timezone": "Asia/Shanghai"}) as (app, fake):
+        await say(app, clock, "/timezone New York", ALICE)
+        engine = app.backend.engine  # type: ignore[attr-defined]
+        said_at = format_ts(clock.now())
+        await engine.add(NewMemory(owner=OWNER, tier=1, content="Alice is allergic to peanuts",
+                                   category=Category.IDENTITY, importance=1.0))
+        await engine.add(NewMemory(owner=OWNER, tier=1, content="Alice prefers aisle seats on long flights",
+                                   category=Category.CONFIG, importance=0.9,
+                                   provenance=Provenance(date_from=said_at, date_to=said_at)))
+        clock.advance(600)
+        await say(app, clock, "anything I should pack?", ALICE)
+        core = core_memory(fake.requests[-1])
+        assert "· 2026-11-10] Alice is allergic to peanuts" in core, core
+        assert "· 2026-11-10] Alice prefers aisle seats" in core, core
+        # Back on the gateway's zone (Shanghai, 10:10 on the 11th there): its calendar.
+        await say(app, clock, "/timezone reset", ALICE)
+        await say(app, clock, "and now?", ALICE)
+        core = core_memory(fake.requests[-1])
+        assert "· 2026-11-11] Alice is allergic to peanuts" in core, core
+
+
+# -- a user with no /timezone on a gateway with one ------------------------------------
+
+
+async def test_with_no_timezone_of_their_own_yesterday_is_the_gateways_yesterday(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """gateway.timezone Asia/Shanghai; Bob never set /timezone. His day log
+    is dated on Shanghai's calendar (the gateway's), so his "yesterday" /
+    "昨天" must be Shanghai's too. At 07:00 there it is still the day
+    before in UTC: read on UTC's calendar, "yesterday" was two days ago."""
+    bob = "bob"
+
+    async def chat(day: str, words: str) -> None:
+        clock.set(local(day, "20:00", SHANGHAI))
+        await say(app, clock, words, bob)
+        clock.advance(600)
+        assert app.extraction is not None
+        await app.extraction.tick()  # type: ignore[attr-defined]
+
+    clock.set(local("2026-11-09", "20:00", SHANGHAI))
+    async with gateway(tmp_path, clock, gateway={"timezone": "Asia/Shanghai"}) as (app, fake):
+        await chat("2026-11-09", "my sister visited from Chengdu")
+        await chat("2026-11-10", "we repainted the kitchen blue")
+        events = await app.backend.engine.db.fetchall(  # type: ignore[attr-defined]
+            "SELECT event_date FROM daily_events WHERE owner = 'echo:bob' ORDER BY id")
+        assert [r[0] for r in events] == ["2026-11-09", "2026-11-10"]
+        for ask in ("what did we talk about yesterday?", "昨天我们聊了什么？"):
+            clock.set(local("2026-11-11", "07:00", SHANGHAI))
+            await say(app, clock, ask, bob)
+            body = fake.requests[-1]
+            assert "Current date: 2026-11-11" in text_of(body["messages"][0]["content"])
+            block = split_user_content(text_of(body["messages"][-1]["content"]))[0]
+            assert "repainted the kitchen" in block and "Chengdu" not in block, block
+        # The memory_search tool reads it the same way.
+        await say(app, clock, "look up what we said yesterday", bob)
+        found = text_of(fake.requests[-1]["messages"][-1]["content"])
+        assert fake.requests[-1]["messages"][-1]["role"] == "tool"
+        assert "repainted the kitchen" in found.splitlines()[0], found  # ranked first: yesterday's
