@@ -499,3 +499,27 @@ async def test_with_no_timezone_of_their_own_yesterday_is_the_gateways_yesterday
         found = text_of(fake.requests[-1]["messages"][-1]["content"])
         assert fake.requests[-1]["messages"][-1]["role"] == "tool"
         assert "repainted the kitchen" in found.splitlines()[0], found  # ranked first: yesterday's
+
+
+async def test_a_clock_stepped_back_an_hour_does_not_rate_limit_a_user_for_that_hour(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """The rate limit's windows measure time between a user's messages: a
+    clock stepped back an hour must not make the messages just before it
+    count as sent within the coming minute for an hour (the user silenced,
+    told nothing). Their counts are dropped; the limit holds from there."""
+    clock.set(local("2026-06-01", "09:00", NY))
+    async with gateway(tmp_path, clock, gateway={"rateLimit": {"perMinute": 3, "perHour": 50}}) as (app, _):
+        for i in range(3):
+            assert await say(app, clock, f"quick question {i}", ALICE) == "ok."
+            clock.advance(5)
+        limited = await say(app, clock, "one more", ALICE)
+        assert limited != "ok." and "minute" in limited, limited  # the limit holds
+        clock.advance(-3600)  # NTP: the clock was an hour fast
+        clock.advance(61)
+        assert await say(app, clock, "and now?", ALICE) == "ok."
+        for i in range(2):
+            clock.advance(5)
+            assert await say(app, clock, f"follow-up {i}", ALICE) == "ok."
+        clock.advance(5)
+        assert await say(app, clock, "a fourth within the minute", ALICE) != "ok."  # still counted
