@@ -5,7 +5,9 @@ Triggers, any of them (checked by :meth:`ExtractionService.tick`, which the
 background loop calls every few seconds and on every new buffered turn, and
 which tests call directly with a :class:`~memory.clock.ManualClock`):
 
-* quiet gap: no new message of the user for ``quiet_gap`` (default 3 min);
+* quiet gap: no new message of the user for ``quiet_gap`` (default 3 min;
+  a last message more than that ahead of now, left by a clock stepped
+  back, counts as quiet);
 * token budget: the user's buffer reached ``token_budget`` (default 6000);
 * daily flush: at ``daily_flush`` (03:00 in the gateway's timezone) every
   remaining buffer is flushed.
@@ -293,11 +295,16 @@ class ExtractionService:
         )
         quiet_before = format_ts(now - self.quiet_gap)
         stamp = format_ts(now)
+        # A last line more than a gap ahead: the clock was stepped back since
+        # (an NTP correction). How long the user has been quiet is not known;
+        # waiting the step out would keep what they said from memory that long.
+        stepped = format_ts(now + self.quiet_gap)
         return [
             r["owner"]
             for r in rows
             if (r["retry_at"] is None or r["retry_at"] <= stamp)
-            and (r["last"] <= quiet_before or r["tokens"] >= self.token_budget or r["owner"] in compacted)
+            and (r["last"] <= quiet_before or r["last"] > stepped or r["tokens"] >= self.token_budget
+                 or r["owner"] in compacted)
         ]
 
     async def tick(self, now: datetime | None = None) -> list[FlushReport]:

@@ -523,3 +523,21 @@ async def test_a_clock_stepped_back_an_hour_does_not_rate_limit_a_user_for_that_
             assert await say(app, clock, f"follow-up {i}", ALICE) == "ok."
         clock.advance(5)
         assert await say(app, clock, "a fourth within the minute", ALICE) != "ok."  # still counted
+
+
+async def test_a_clock_stepped_back_an_hour_does_not_hold_what_was_said_from_memory_for_that_hour(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """The extraction waits for a quiet gap after a user's last line (3 min).
+    Stepped back an hour, the clock put that line an hour ahead: the user
+    went quiet, and was not learnt from until the hour had passed."""
+    clock.set(local("2026-06-01", "09:00", NY))
+    async with gateway(tmp_path, clock) as (app, _):
+        await say(app, clock, "my new phone number ends in 4471", ALICE)
+        clock.advance(-3600)
+        clock.advance(200)
+        assert app.extraction is not None
+        await app.extraction.tick()  # type: ignore[attr-defined]
+        events = await app.backend.engine.db.fetchall(  # type: ignore[attr-defined]
+            "SELECT summary FROM daily_events WHERE owner = ?", (OWNER,))
+        assert [r[0] for r in events] == ["talked about: my new phone number ends in 4471"]
