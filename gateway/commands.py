@@ -290,7 +290,8 @@ class UserCommands:
     async def _export(self, user: str, *, zh: bool | None, app_zh: bool = False,
                       asking: MessageKey | None = None) -> Answer:
         now = self.clock.now()
-        self._exported = {u: t for u, t in self._exported.items() if now - t < _EXPORT_EVERY}
+        # One made "after" now: the clock was stepped back since; forgotten, not waited out.
+        self._exported = {u: t for u, t in self._exported.items() if timedelta(0) <= now - t < _EXPORT_EVERY}
         last = self._exported.get(user)
         if last is not None:
             wait = max(1, math.ceil((last + _EXPORT_EVERY - now).total_seconds()))

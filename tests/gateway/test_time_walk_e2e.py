@@ -541,3 +541,23 @@ async def test_a_clock_stepped_back_an_hour_does_not_hold_what_was_said_from_mem
         events = await app.backend.engine.db.fetchall(  # type: ignore[attr-defined]
             "SELECT summary FROM daily_events WHERE owner = ?", (OWNER,))
         assert [r[0] for r in events] == ["talked about: my new phone number ends in 4471"]
+
+
+async def test_a_clock_stepped_back_an_hour_does_not_refuse_an_export_for_that_hour(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """One /export a minute: the last one's time, an hour ahead of a clock
+    stepped back, made the next wait an hour ("ask again in 3660 s")."""
+    clock.set(local("2026-06-01", "09:00", NY))
+    async with gateway(tmp_path, clock) as (app, _):
+        await say(app, clock, "hello", ALICE)
+        echo = app.channels["echo"]
+        assert isinstance(echo, EchoChannel)
+        await say(app, clock, "/export", ALICE)
+        assert echo.sent[-1].attachment is not None
+        clock.advance(10)
+        assert "One export a minute" in await say(app, clock, "/export", ALICE)  # the limit holds
+        clock.advance(-3600)
+        clock.advance(61)
+        await say(app, clock, "/export", ALICE)
+        assert echo.sent[-1].attachment is not None, echo.sent[-1].text
