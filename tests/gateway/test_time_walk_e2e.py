@@ -35,6 +35,7 @@ from tests.fakes.openai_server import FakeOpenAI, Reply, said, split_user_conten
 from tests.fakes.telegram_server import FakeTelegram
 from tests.gateway.test_app import ECHO, EchoChannel, _config
 from tests.gateway.test_delivery import FAST, Rig, _rig
+from tests.gateway.test_failover_e2e import BACKUP_KEY, _app_with_fallback, answer
 from tests.gateway.test_remembering_e2e import say
 from tests.gateway.yearwalk import core_memory
 
@@ -561,3 +562,26 @@ async def test_a_clock_stepped_back_an_hour_does_not_refuse_an_export_for_that_h
         clock.advance(61)
         await say(app, clock, "/export", ALICE)
         assert echo.sent[-1].attachment is not None, echo.sent[-1].text
+
+
+async def test_a_clock_stepped_back_an_hour_does_not_keep_the_primary_model_cooling_for_that_hour(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """A failed primary cools down for 30 s (10 min at most), until a time
+    on the clock that saw it fail. Stepped back an hour, every turn went to
+    the fallback for that hour though the primary was back."""
+    clock.set(local("2026-06-01", "09:00", NY))
+    async with FakeOpenAI(api_key="sk-e2e-key-0123456789", responder=answer) as primary, \
+            FakeOpenAI(api_key=BACKUP_KEY, responder=answer) as backup:
+        primary.down = Reply(status=503)
+        app = _app_with_fallback(tmp_path, clock, primary, backup)
+        try:
+            await app.open()
+            await app.start()
+            assert await say(app, clock, "good morning", ALICE) == "backup-model here"
+            primary.down = None
+            clock.advance(-3600)
+            clock.advance(60)  # past its cooldown, on the corrected clock
+            assert await say(app, clock, "are you there?", ALICE) == "test-model here"
+        finally:
+            await app.close()
