@@ -4,8 +4,9 @@ real App on a moving clock (the fake model, real SQLite files): a daily
 and a ``/timezone`` change (what follows the user and what stays), the
 day log's day boundary when the zone changes mid-day, a gateway off over a
 DST night, and a clock an NTP correction steps back an hour (cron, the
-outbox's backoff, the compression lease). README "Time zones while
-travelling" says what the user sees."""
+outbox's backoff, the rate limit, the extraction's quiet gap, the model
+failover's cooldown, the compression lease). README (``/timezone``) says
+what the user sees."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from channels.telegram import TelegramChannel
 from gateway.app import App
 from gateway.bus import InboundMessage, MessageBus
 from gateway.config import TelegramConfig
-from gateway.cron import INTERNAL_DAILY, CronJob, CronStore
+from gateway.cron import INTERNAL_DAILY, CronJob, CronStore, local_instant, next_run
 from memory import Category, ManualClock, MemoryEngine, NewMemory, Provenance
 from memory.compression import COMPRESS_LEASE
 from memory.clock import format_ts, parse_ts
@@ -178,6 +179,35 @@ async def test_a_daily_8_oclock_reminder_comes_once_a_day_at_8_across_both_dst_c
         assert isinstance(echo, EchoChannel)
         assert sum(m.text == "⏰ take your pills" for m in echo.sent) == 12
 
+
+
+# Zones whose clocks change in the small hours, at midnight (Santiago,
+# Beirut, Havana), by half an hour (Lord Howe), south of the equator, or
+# twice a year around Ramadan (Casablanca).
+ZONES = ("America/New_York", "Europe/London", "Australia/Sydney", "America/Santiago", "Australia/Lord_Howe",
+         "Asia/Beirut", "America/Havana", "Africa/Casablanca", "America/Asuncion", "Europe/Dublin")
+
+
+@pytest.mark.parametrize("zone", ZONES)
+def test_a_daily_time_fires_once_every_local_day_of_a_year_in_any_zone(zone: str) -> None:
+    """The walk's rule over a whole year, on the schedules alone: each
+    daily time runs on every local day, once; at its time, except on a
+    night that skips it, when it runs at the jump."""
+    tz = ZoneInfo(zone)
+    for minute, hour in ((0, 8), (30, 2), (30, 1), (0, 0), (30, 0), (45, 23)):
+        runs, t = [], datetime(2026, 1, 1, tzinfo=UTC)
+        while t < datetime(2027, 1, 1, tzinfo=UTC):
+            t = next_run(f"{minute} {hour} * * *", t, tz)
+            runs.append(t.astimezone(tz))
+        days = [r.date() for r in runs]
+        assert len(days) == len(set(days)), (zone, hour, minute)  # never twice a day
+        first = date(2026, 1, 2)
+        assert set(days) >= {first + timedelta(days=i) for i in range(363)}, (zone, hour, minute)  # never skipped
+        for r in runs:
+            if (r.hour, r.minute) != (hour, minute):  # only where that wall time does not exist that day
+                wall = datetime(r.year, r.month, r.day, hour, minute)
+                assert wall.replace(tzinfo=tz).astimezone(UTC).astimezone(tz).replace(tzinfo=None) != wall, r
+                assert r == local_instant(wall, tz).astimezone(tz), r  # at the jump
 
 # -- a flight to Shanghai ----------------------------------------------------------
 
