@@ -57,11 +57,14 @@ class Model:
     every chat request fails (a provider outage)."""
 
     down = False
+    memory_down = False  # only the memory model's requests fail
 
     def __call__(self, body: dict[str, Any]) -> Reply:
         if self.down:
             return Reply(status=503, content=None)
         if body.get("response_format", {}).get("type") == "json_object":
+            if self.memory_down:
+                return Reply(status=503, content=None)
             # The day's summary names what was said, so a compression's
             # request shows which events it was given.
             user = text_of(body["messages"][-1]["content"])
@@ -572,6 +575,29 @@ async def test_a_clock_stepped_back_an_hour_does_not_hold_what_was_said_from_mem
         events = await app.backend.engine.db.fetchall(  # type: ignore[attr-defined]
             "SELECT summary FROM daily_events WHERE owner = ?", (OWNER,))
         assert [r[0] for r in events] == ["talked about: my new phone number ends in 4471"]
+
+
+async def test_a_clock_stepped_back_an_hour_does_not_add_the_hour_to_a_failed_extractions_backoff(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """An extraction the memory model failed is tried again 10 minutes later
+    (then 30, 2 h ...), at a time on the clock that saw it fail; stepped
+    back an hour, it would wait 70. A retry further ahead than its backoff
+    is due: how much of it has passed is not known, so it is tried now."""
+    model = Model()
+    clock.set(local("2026-06-01", "09:00", NY))
+    async with gateway(tmp_path, clock, model) as (app, _):
+        await say(app, clock, "my new phone number ends in 4471", ALICE)
+        model.memory_down = True
+        clock.advance(200)
+        assert app.extraction is not None
+        [failed] = await app.extraction.tick()  # type: ignore[attr-defined]
+        assert not failed.ok
+        model.memory_down = False
+        clock.advance(-3600)
+        clock.advance(60)  # its retry is 69 min ahead now: longer than its backoff, so the clock moved
+        [report] = await app.extraction.tick()  # type: ignore[attr-defined]
+        assert report.ok
 
 
 async def test_a_clock_stepped_back_an_hour_does_not_refuse_an_export_for_that_hour(
