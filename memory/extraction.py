@@ -298,11 +298,20 @@ class ExtractionService:
         rows = await self.engine.db.fetchall(
             """SELECT b.owner, MAX(b.created_at) AS last, SUM(b.token_count) AS tokens,
                       (SELECT h.next_attempt_at FROM extraction_buffer h
-                        WHERE h.owner = b.owner AND h.set_aside_at IS NULL ORDER BY h.id LIMIT 1) AS retry_at,
-                      (SELECT h.attempts FROM extraction_buffer h
-                        WHERE h.owner = b.owner AND h.set_aside_at IS NULL ORDER BY h.id LIMIT 1) AS attempts
+                        WHERE h.owner = b.owner AND h.set_aside_at IS NULL ORDER BY h.id LIMIT 1) AS retry_at
                FROM extraction_buffer b WHERE b.set_aside_at IS NULL GROUP BY b.owner ORDER BY MIN(b.id)"""
         )
+        stamp = format_ts(now)
+        # In backoff: still, unless the clock was stepped back since (_waiting).
+        # Few owners are; their heads' attempts are read only for them.
+        backing: set[str] = set()
+        for r in rows:
+            if r["retry_at"] is not None and r["retry_at"] > stamp:
+                head = await self.engine.db.fetchone(
+                    "SELECT attempts FROM extraction_buffer WHERE owner = ? AND set_aside_at IS NULL ORDER BY id LIMIT 1",
+                    (r["owner"],))
+                if _waiting(parse_ts(r["retry_at"]), int(head[0]) if head is not None else 0, now):
+                    backing.add(r["owner"])
         quiet_before = format_ts(now - self.quiet_gap)
         # A last line more than a gap ahead: the clock was stepped back since
         # (an NTP correction). How long the user has been quiet is not known;
@@ -311,7 +320,7 @@ class ExtractionService:
         return [
             r["owner"]
             for r in rows
-            if (r["retry_at"] is None or not _waiting(parse_ts(r["retry_at"]), r["attempts"], now))
+            if r["owner"] not in backing
             and (r["last"] <= quiet_before or r["last"] > stepped or r["tokens"] >= self.token_budget
                  or r["owner"] in compacted)
         ]
