@@ -569,23 +569,27 @@ class CronStore:
         and read in their zone until now follow them: "every day at 8" is 8
         on the clock where they are, as a phone's alarm is, not 8 in the
         city they flew from. The next run of each is computed anew, unless
-        it is due already or being retried (that run keeps its time). A
-        group's job (the group's clock), one in another zone (the
-        operator's ``--timezone``) and a one-time job (a moment) stay.
-        Returns the jobs moved, as they are now."""
+        it is due already or being retried (that run keeps its time), or a
+        time of it on the new clock passed since its last run (flying east,
+        landing after 8:00 there): then the run it had pending stays, so
+        that day's reminder comes (later) rather than never, and the runs
+        after it are on the new clock. A group's job (the group's clock),
+        one in another zone (the operator's ``--timezone``) and a one-time
+        job (a moment) stay. Returns the jobs moved, as they are now."""
         was, name = (zone_name(old) if old is not None else ""), (zone_name(new) if new is not None else "")
         if was == name:
             return []
         zone, now = new or self.tz, self.clock.now()
         async with self.db.transaction() as conn:
             async with conn.execute(
-                "SELECT id, schedule, next_run_at, due_at FROM cron_jobs WHERE kind = 'agent' AND user = ? "
-                "AND at IS NULL AND private = 1 AND timezone = ? ORDER BY created_at, id", (user, was),
+                "SELECT id, schedule, next_run_at, due_at, last_run_at, created_at FROM cron_jobs WHERE kind = 'agent' "
+                "AND user = ? AND at IS NULL AND private = 1 AND timezone = ? ORDER BY created_at, id", (user, was),
             ) as cur:
                 rows = list(await cur.fetchall())
             for r in rows:
                 nxt = r["next_run_at"]
-                if r["due_at"] is None and parse_ts(nxt) > now:
+                owed = next_run(r["schedule"], parse_ts(r["last_run_at"] or r["created_at"]), zone) <= now
+                if r["due_at"] is None and parse_ts(nxt) > now and not owed:
                     nxt = format_ts(next_run(r["schedule"], now, zone))
                 await conn.execute("UPDATE cron_jobs SET timezone = ?, next_run_at = ? WHERE id = ?", (name, nxt, r["id"]))
         moved = [j for j in [await self.get(r["id"]) for r in rows] if j is not None]

@@ -239,20 +239,22 @@ async def test_after_a_flight_a_users_schedules_follow_their_clock_and_a_one_tim
         assert "Asia/Shanghai" in told, told
         pills = await job(app, "take your pills")
         assert pills.timezone == "Asia/Shanghai"
-        assert parse_ts(pills.next_run_at) == local("2026-11-12", "08:00", SHANGHAI)
+        # 08:00 in Shanghai passed before she landed, and its last run was yesterday evening there (08:00 in
+        # New York): the run it had pending (08:00 New York, 21:00 here) stays, or today would have none.
+        assert parse_ts(pills.next_run_at) == local("2026-11-11", "21:00", SHANGHAI)
         group = await job(app, "water the plants")
         assert group.timezone == "America/New_York"
         once = await job(app, "call the NY office")
         assert parse_ts(once.next_run_at) == local("2026-11-12", "10:00", NY)  # 23:00 in Shanghai
         # The answer says what moved and what stayed, on her new clock.
-        assert "now runs on Asia/Shanghai time (next 2026-11-12 08:00)" in told, told
+        assert "now runs on Asia/Shanghai time (next 2026-11-11 21:00)" in told, told
         assert "2026-11-12 23:00" in told, told  # the one-time reminder, on her new clock
         assert "1 other" in told, told  # the group's
         listed = await say(app, clock, "/jobs", ALICE)
         assert "0 8 * * * (Asia/Shanghai)" in listed, listed
 
         ran = await walk_jobs(app, clock, local("2026-11-11", "10:15", SHANGHAI), local("2026-11-13", "23:00", SHANGHAI))
-        assert on_clock(ran, "take your pills", SHANGHAI) == ["11-12 08:00", "11-13 08:00"]
+        assert on_clock(ran, "take your pills", SHANGHAI) == ["11-11 21:00", "11-12 08:00", "11-13 08:00"]
         assert on_clock(ran, "call the NY office", SHANGHAI) == ["11-12 23:00"]
         assert on_clock(ran, "water the plants", NY) == ["11-11 19:00", "11-12 19:00"]  # the group's clock
 
