@@ -52,9 +52,11 @@ def local(day: str, hm: str, tz: ZoneInfo) -> datetime:
 
 class Model:
     """Chat turns: a cron tool call for "every day at 8" (the schedule a
-    model makes of it), "done." after it; a job's run answers "⏰" and its
-    words; anything else "ok."; the memory model finds nothing. ``down``:
-    every chat request fails (a provider outage)."""
+    model makes of it) and a memory_search one for "look up what we said
+    yesterday", "done." after either; a job's run answers "⏰" and its
+    words; anything else "ok.". The memory model finds no facts and sums a
+    batch up as the user's lines ("talked about: ..."). ``down``: every
+    request fails (a provider outage); ``memory_down``: the memory model's."""
 
     down = False
     memory_down = False  # only the memory model's requests fail
