@@ -263,6 +263,18 @@ def _repeated(local: datetime, utc: datetime, tz: tzinfo) -> bool:
     return wall.replace(tzinfo=tz, fold=0).astimezone(UTC) < utc
 
 
+def _moved_run(expr: str, last_run: str | None, now: datetime, tz: tzinfo) -> datetime:
+    """A schedule's next run on its user's new clock ``tz``. One that runs
+    at most once a day does not run again on the local day its last run
+    fell on there (far east, 08:00 in Honolulu is 03:00 in Tokyo: not
+    08:00 Tokyo again that day)."""
+    nxt = next_run(expr, now, tz)
+    if last_run is not None and shortest_gap(expr, now, tz, runs=16) >= timedelta(hours=23) \
+            and parse_ts(last_run).astimezone(tz).date() == nxt.astimezone(tz).date():
+        nxt = next_run(expr, nxt, tz)
+    return nxt
+
+
 def shortest_gap(expr: str, after: datetime, tz: tzinfo, runs: int = 120) -> timedelta:
     """The shortest time between two of the next ``runs`` firings: how often
     a schedule runs at its busiest ("0,1 9 * * *" runs a minute apart once a
@@ -573,7 +585,8 @@ class CronStore:
         time of it on the new clock passed since its last run (flying east,
         landing after 8:00 there): then the run it had pending stays, so
         that day's reminder comes (later) rather than never, and the runs
-        after it are on the new clock. A group's job (the group's clock),
+        after it are on the new clock; nor does a daily one run twice on
+        the new clock's day its last run fell on (:func:`_moved_run`). A group's job (the group's clock),
         one in another zone (the operator's ``--timezone``) and a one-time
         job (a moment) stay. Returns the jobs moved, as they are now."""
         was, name = (zone_name(old) if old is not None else ""), (zone_name(new) if new is not None else "")
@@ -590,7 +603,7 @@ class CronStore:
                 nxt = r["next_run_at"]
                 owed = next_run(r["schedule"], parse_ts(r["last_run_at"] or r["created_at"]), zone) <= now
                 if r["due_at"] is None and parse_ts(nxt) > now and not owed:
-                    nxt = format_ts(next_run(r["schedule"], now, zone))
+                    nxt = format_ts(_moved_run(r["schedule"], r["last_run_at"], now, zone))
                 await conn.execute("UPDATE cron_jobs SET timezone = ?, next_run_at = ? WHERE id = ?", (name, nxt, r["id"]))
         moved = [j for j in [await self.get(r["id"]) for r in rows] if j is not None]
         if moved:

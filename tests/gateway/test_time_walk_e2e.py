@@ -645,3 +645,22 @@ async def test_a_clock_stepped_back_an_hour_does_not_keep_the_primary_model_cool
             assert await say(app, clock, "are you there?", ALICE) == "test-model here"
         finally:
             await app.close()
+
+
+async def test_a_flight_far_east_after_the_days_reminder_does_not_bring_it_twice_that_day(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """Honolulu -> Tokyo (19 hours ahead): 08:00 in Honolulu is 03:00 the
+    next day in Tokyo. Landing at 05:00 and saying so, the reminder must
+    not come again at 08:00: that Tokyo day had it (at 03:00)."""
+    honolulu, tokyo = ZoneInfo("Pacific/Honolulu"), ZoneInfo("Asia/Tokyo")
+    clock.set(local("2026-11-09", "12:00", honolulu))
+    async with gateway(tmp_path, clock) as (app, _):
+        await say(app, clock, "/timezone Pacific/Honolulu", ALICE)
+        await say(app, clock, "remind me every day at 8 to take my pills", ALICE)
+        ran = await walk_jobs(app, clock, local("2026-11-09", "12:15", honolulu), local("2026-11-10", "09:00", honolulu))
+        assert on_clock(ran, "take your pills", tokyo) == ["11-11 03:00"]
+        clock.set(local("2026-11-11", "05:00", tokyo))
+        await say(app, clock, "/timezone Tokyo", ALICE)
+        ran = await walk_jobs(app, clock, local("2026-11-11", "05:15", tokyo), local("2026-11-12", "09:00", tokyo))
+        assert on_clock(ran, "take your pills", tokyo) == ["11-12 08:00"]
