@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 import aiosqlite
 import structlog
 
-from .clock import Clock, SystemClock, format_ts, local_day, parse_ts
+from .clock import Clock, SystemClock, format_ts, local_day
 from .cues import CUE_MARK, cue_text, join_terms, split_terms
 from .buffer import NOT_GONE, continue_ids, drop_owner_lines, reconcile
 from .db import Database
