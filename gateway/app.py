@@ -379,7 +379,7 @@ class App:
         # still ask the bot to remember, look up or forget something.
         tools = memory_tools(
             self.backend, max_chars=r.max_chars, token_budget=r.token_budget,
-            forget_history=self._forget_history, files=self.recent_files,
+            forget_history=self._forget_history, files=self.recent_files, default_tz=self.tz,
         )
         if self.recent_files is not None:
             tools += file_tools(self.recent_files, max_tokens=min(6000, cfg.agent.documents.max_tokens))
@@ -1112,8 +1112,8 @@ class _InternalJobsOnly:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
-    async def due(self, now: Any) -> list[Any]:
-        return [j for j in await self._store.due(now) if j.internal]
+    async def due(self, now: Any, **kw: Any) -> list[Any]:
+        return [j for j in await self._store.due(now, **kw) if j.internal]
 
 
 def _failure_of(watcher: asyncio.Task[Any]) -> BaseException:

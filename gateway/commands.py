@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 
 from memory.backend import MemoryBackend
-from memory.clock import Clock, SystemClock
+from memory.clock import Clock, SystemClock, parse_ts
 from memory.engine import MemoryEngine
 from memory.format import truncate
 from memory.scope import Chat
@@ -297,7 +297,8 @@ class UserCommands:
     async def _export(self, user: str, *, zh: bool | None, app_zh: bool = False,
                       asking: MessageKey | None = None) -> Answer:
         now = self.clock.now()
-        self._exported = {u: t for u, t in self._exported.items() if now - t < _EXPORT_EVERY}
+        # One made "after" now: the clock was stepped back since; forgotten, not waited out.
+        self._exported = {u: t for u, t in self._exported.items() if timedelta(0) <= now - t < _EXPORT_EVERY}
         last = self._exported.get(user)
         if last is not None:
             wait = max(1, math.ceil((last + _EXPORT_EVERY - now).total_seconds()))
@@ -552,24 +553,59 @@ class UserCommands:
                         f"/timezone reset 恢复为网关的时区（{gateway}）。")
             return (f"Your time zone: {zone_name(mine)} (now {now:%Y-%m-%d %H:%M}). "
                     f"/timezone <zone> changes it; /timezone reset goes back to the gateway's ({gateway}).")
+        old = await self.timezones.get(user)
         if args.lower() in _RESET:
             had = await self.timezones.clear(user)
+            jobs = await self._jobs_follow(user, old, None, zh=zh)
             if zh:
-                return f"已恢复为网关的时区 {gateway}。" if had else f"你本来就在使用网关的时区 {gateway}。"
-            return f"Back to the gateway's time zone, {gateway}." if had else f"You already use the gateway's, {gateway}."
+                return (f"已恢复为网关的时区 {gateway}。" if had else f"你本来就在使用网关的时区 {gateway}。") + jobs
+            return (f"Back to the gateway's time zone, {gateway}." if had else
+                    f"You already use the gateway's, {gateway}.") + jobs
         try:
             tz = parse_timezone(args)
         except TimezoneError as exc:
             return _unknown_zone(args, exc.nearest, zh=zh, choices=exc.choices)
         await self.timezones.set(user, tz, at=self.clock.now())
         now = self.clock.now().astimezone(tz)
-        jobs = [j for j in await self.everything.cron.list(user) if not j.internal] if self.everything.cron else []
+        jobs = await self._jobs_follow(user, old, tz, zh=zh)
         if zh:
-            out = f"好的，你的时区是 {zone_name(tz)}（现在是 {now:%Y-%m-%d %H:%M}）。日期和新建的定时任务都按这个时区。"
-            return out + (f"已有的 {len(jobs)} 个定时任务保持原来的时区。" if jobs else "")
-        out = f"Your time zone is now {zone_name(tz)} (it is {now:%Y-%m-%d %H:%M} there). Dates and new schedules use it."
-        return out + ((" Your existing scheduled job keeps the zone it was made in." if len(jobs) == 1 else
-                       f" Your {len(jobs)} existing scheduled jobs keep the zone they were made in.") if jobs else "")
+            return f"好的，你的时区是 {zone_name(tz)}（现在是 {now:%Y-%m-%d %H:%M}）。日期和新建的定时任务都按这个时区。" + jobs
+        return f"Your time zone is now {zone_name(tz)} (it is {now:%Y-%m-%d %H:%M} there). Dates and new schedules use it." + jobs
+
+    async def _jobs_follow(self, user: str, old: tzinfo | None, new: tzinfo | None, *, zh: bool) -> str:
+        """Moves the user's own schedules to their new zone (CronStore.follow_user_zone)
+        and says, on their new clock, what moved and what stayed."""
+        cron = self.everything.cron
+        if cron is None or (zone_name(old) if old else "") == (zone_name(new) if new else ""):
+            return ""  # the same zone again: nothing moves
+        moved = await cron.follow_user_zone(user, old, new)
+        tz = new or self.default_tz
+        name, ids = zone_name(tz), {j.id for j in moved}
+        rest = [j for j in await cron.list(user) if not j.internal and j.id not in ids]
+        once = [j for j in rest if j.once][:3]
+        others = len([j for j in rest if not j.once])
+        out = []
+        if moved:
+            nxt = f"{parse_ts(moved[0].next_run_at).astimezone(tz):%Y-%m-%d %H:%M}"
+            if len(moved) == 1:
+                out.append(f"你的定时任务 {moved[0].schedule} 跟着你改为按 {name} 时间运行（下次 {nxt}）。" if zh else
+                           f" Your schedule {moved[0].schedule} follows you: it now runs on {name} time (next {nxt}).")
+            else:
+                out.append(f"你的 {len(moved)} 个定时任务跟着你改为按 {name} 时间运行。" if zh else
+                           f" Your {len(moved)} schedules follow you: they now run on {name} time.")
+        for j in once:
+            at = f"{parse_ts(j.next_run_at).astimezone(tz):%Y-%m-%d %H:%M}"
+            out.append(f"一次性提醒“{truncate(j.message, 30)}”时刻不变：这里的 {at}。" if zh else
+                       f" Your one-time reminder \"{truncate(j.message, 30)}\" keeps its moment: {at} here.")
+        if others:
+            if zh:
+                out.append(f"{'另外' if out else '已有的'} {others} 个定时任务（在群里或按指定时区设置的）保持原来的时区。")
+            else:
+                other = "other " if out else ""
+                out.append(f" {others} {other}scheduled job (made in a group, or in a zone of its own) keeps its zone."
+                           if others == 1 else f" {others} {other}scheduled jobs (made in a group, or in zones of "
+                           "their own) keep their zones.")
+        return "".join(out)
 
 
     async def _incognito(self, user: str, args: str, *, zh: bool | None) -> str:

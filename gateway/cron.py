@@ -66,6 +66,11 @@ daily run lasting past 04:00 on a Monday delays the weekly job, and never
 costs it the week. It never runs twice for one slot (its next slot is
 computed from the run that did its work) nor at once with the other (the
 lease).
+
+A clock stepped back (an NTP correction) neither runs a slot twice (the
+next slot is computed from after the slot a run was for, as well as from
+its time) nor holds a retry for the step: a retry due further ahead than
+the longest retry delay is due now (:meth:`CronStore.due`).
 """
 
 from __future__ import annotations
@@ -256,6 +261,18 @@ def _repeated(local: datetime, utc: datetime, tz: tzinfo) -> bool:
     """Whether ``utc`` is the second occurrence of its local wall time."""
     wall = local.replace(tzinfo=None)
     return wall.replace(tzinfo=tz, fold=0).astimezone(UTC) < utc
+
+
+def _moved_run(expr: str, last_run: str | None, now: datetime, tz: tzinfo) -> datetime:
+    """A schedule's next run on its user's new clock ``tz``. One that runs
+    at most once a day does not run again on the local day its last run
+    fell on there (far east, 08:00 in Honolulu is 03:00 in Tokyo: not
+    08:00 Tokyo again that day)."""
+    nxt = next_run(expr, now, tz)
+    if last_run is not None and shortest_gap(expr, now, tz, runs=16) >= timedelta(hours=23) \
+            and parse_ts(last_run).astimezone(tz).date() == nxt.astimezone(tz).date():
+        nxt = next_run(expr, nxt, tz)
+    return nxt
 
 
 def shortest_gap(expr: str, after: datetime, tz: tzinfo, runs: int = 120) -> timedelta:
@@ -558,6 +575,41 @@ class CronStore:
             await conn.execute("DELETE FROM cron_jobs WHERE id = ?", (job_id,))
         log.info("cron job removed", job=job_id)
 
+    async def follow_user_zone(self, user: str, old: tzinfo | None, new: tzinfo | None) -> builtins.list[CronJob]:
+        """``user``'s /timezone went from ``old`` to ``new`` (None: none set,
+        the gateway's). Their recurring jobs made in their own private chat
+        and read in their zone until now follow them: "every day at 8" is 8
+        on the clock where they are, as a phone's alarm is, not 8 in the
+        city they flew from. The next run of each is computed anew, unless
+        it is due already or being retried (that run keeps its time), or a
+        time of it on the new clock passed since its last run (flying east,
+        landing after 8:00 there): then the run it had pending stays, so
+        that day's reminder comes (later) rather than never, and the runs
+        after it are on the new clock; nor does a daily one run twice on
+        the new clock's day its last run fell on (:func:`_moved_run`). A group's job (the group's clock),
+        one in another zone (the operator's ``--timezone``) and a one-time
+        job (a moment) stay. Returns the jobs moved, as they are now."""
+        was, name = (zone_name(old) if old is not None else ""), (zone_name(new) if new is not None else "")
+        if was == name:
+            return []
+        zone, now = new or self.tz, self.clock.now()
+        async with self.db.transaction() as conn:
+            async with conn.execute(
+                "SELECT id, schedule, next_run_at, due_at, last_run_at, created_at FROM cron_jobs WHERE kind = 'agent' "
+                "AND user = ? AND at IS NULL AND private = 1 AND timezone = ? ORDER BY created_at, id", (user, was),
+            ) as cur:
+                rows = list(await cur.fetchall())
+            for r in rows:
+                nxt = r["next_run_at"]
+                owed = next_run(r["schedule"], parse_ts(r["last_run_at"] or r["created_at"]), zone) <= now
+                if r["due_at"] is None and parse_ts(nxt) > now and not owed:
+                    nxt = format_ts(_moved_run(r["schedule"], r["last_run_at"], now, zone))
+                await conn.execute("UPDATE cron_jobs SET timezone = ?, next_run_at = ? WHERE id = ?", (name, nxt, r["id"]))
+        moved = [j for j in [await self.get(r["id"]) for r in rows] if j is not None]
+        if moved:
+            log.info("cron jobs follow their user's time zone", user=user, jobs=len(moved), timezone=name or "gateway")
+        return moved
+
     async def move_chat(self, channel: str, old_chat: str, new_chat: str) -> int:
         """Jobs aimed at ``old_chat`` go to ``new_chat`` (a Telegram group
         upgraded to a supergroup), so each run's reply and history are the
@@ -586,10 +638,24 @@ class CronStore:
                      jobs=n)
         return n
 
-    async def due(self, now: datetime) -> builtins.list[CronJob]:  # `list` is a method here
-        rows = await self.db.fetchall(
-            "SELECT * FROM cron_jobs WHERE next_run_at <= ? ORDER BY next_run_at, id", (format_ts(now),)
-        )
+    async def due(self, now: datetime, *, retries_within: tuple[timedelta, timedelta] | None = None,
+                  ) -> builtins.list[CronJob]:  # `list` is a method here
+        """Jobs due at ``now``. ``retries_within``: the longest wait before
+        an agent job's and an internal job's next attempt; a job being
+        retried (``due_at`` set) whose attempt is further ahead than that
+        is due too: the clock was stepped back since (an NTP correction),
+        and the retry would wait the step out."""
+        if retries_within is None:
+            rows = await self.db.fetchall(
+                "SELECT * FROM cron_jobs WHERE next_run_at <= ? ORDER BY next_run_at, id", (format_ts(now),)
+            )
+        else:
+            agent, internal = (format_ts(now + d) for d in retries_within)
+            rows = await self.db.fetchall(
+                "SELECT * FROM cron_jobs WHERE next_run_at <= ? OR (due_at IS NOT NULL AND next_run_at > "
+                "CASE kind WHEN 'internal' THEN ? ELSE ? END) ORDER BY next_run_at, id",
+                (format_ts(now), internal, agent),
+            )
         return [_job(r) for r in rows]
 
     async def record_run(self, job: CronJob, *, ran_at: datetime, status: str, error: str | None) -> None:
@@ -600,7 +666,11 @@ class CronStore:
                 await conn.execute("DELETE FROM cron_jobs WHERE id = ? AND at IS NOT NULL", (job.id,))
             log.info("one-time cron job done", job=job.id, status=status)
             return
-        nxt = format_ts(next_run(job.schedule, max(ran_at, self.clock.now()), self.zone_of(job)))
+        # After the slot it ran for too: a retry the clock was stepped back
+        # under (an NTP correction) ran before its own slot's time, which
+        # must not come due again.
+        after = max(ran_at, self.clock.now(), parse_ts(job.slot))
+        nxt = format_ts(next_run(job.schedule, after, self.zone_of(job)))
         async with self.db.transaction() as conn:
             await conn.execute(
                 "UPDATE cron_jobs SET last_run_at = ?, last_status = ?, last_error = ?, next_run_at = ?, "
@@ -741,7 +811,9 @@ class CronScheduler:
         their results."""
         now = now or self.clock.now()
         started = []
-        for job in await self.store.due(now):
+        longest = (max(self.retry_delays, default=timedelta(0)),
+                   max((*self.internal_retry_delays, self.busy_retry), default=timedelta(0)))
+        for job in await self.store.due(now, retries_within=longest):
             if job.id in self._running or (only is not None and job.id not in only):
                 continue  # still running from its previous slot
             task = asyncio.create_task(self._run(job, now), name=f"cron:{job.id}")

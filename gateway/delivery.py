@@ -11,7 +11,8 @@ does, and a failed send is decided by the error (``channels.base.DeliveryError``
   :meth:`Delivery.run`, with exponential backoff per row (30 s doubling to
   30 min, jittered) until it goes out, is refused, or is older than
   ``gateway.outbox.maxAgeHours`` (dropped with a warning naming the chat
-  and the age, never the text).
+  and the age, never the text). A row due more than the longest backoff
+  ahead is due now: the clock was stepped back since it was kept.
 
 Order within a chat: rows go oldest first, and a new reply to a chat with
 rows waiting is queued in the outbox behind them rather than sent. The
@@ -674,7 +675,8 @@ class Delivery:
             for chat in self._held - with_rows:  # delivered, or erased by `myclaw memory forget`
                 if chat not in adding and self._adds[chat] == adds.get(chat, 0):
                     self._release(chat)
-            due = [h for h in heads if h.message.channel in self.channels and (force or h.chat in forcing or h.next_attempt_at <= now)]
+            due = [h for h in heads if h.message.channel in self.channels
+                   and (force or h.chat in forcing or h.next_attempt_at <= now or self._clock_went_back(h, now))]
             failed = False
             for failure in await asyncio.gather(*(self._drain_chat(h) for h in due), return_exceptions=True):
                 if isinstance(failure, asyncio.CancelledError):
@@ -687,6 +689,12 @@ class Delivery:
                 return None
             later = [h.next_attempt_at for h in await self.outbox.heads(list(self.channels))]
             return min(later) if later else None
+
+    def _clock_went_back(self, head: Pending, now: datetime) -> bool:
+        """A row due further ahead than any backoff puts it: the clock was
+        stepped back since it was kept (an NTP correction), and it would
+        otherwise wait that step out on top of its backoff."""
+        return head.next_attempt_at - now > timedelta(seconds=self.policy.maximum)
 
     async def move_chat(self, channel: str, old_chat: str, new_chat: str) -> int:
         """The chat's rows went to ``new_chat`` (SessionStore.move_chat): a

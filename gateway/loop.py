@@ -1052,8 +1052,11 @@ class ProcessLoop:
         about = "\n".join([*([msg.quoted.text] if msg.quoted is not None else []), *(f.text for f in msg.forwarded)])
         # A forward is passed on for the bot to act on, and "moved to
         # Thursday" needs what it moved: recalled even when the prefilter
-        # would find its words too plain.
-        hits = await self._recall(user, msg.text or about[:QUOTE_CHARS], history, private=private, tz=tz,
+        # would find its words too plain. "Yesterday" is read on the calendar
+        # of the prompt's date: with no /timezone, the gateway's (the day log
+        # is dated on it), not UTC's.
+        hits = await self._recall(user, msg.text or about[:QUOTE_CHARS], history, private=private,
+                                  tz=tz or self.prompts.tz,
                                   quoted=about, always=bool(msg.forwarded), chat=(msg.channel, msg.chat_id))
         retrieval_ms = (time.perf_counter() - t0) * 1000
 

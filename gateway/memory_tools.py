@@ -17,6 +17,7 @@ says there is still learnt, from their own lines, by extraction.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import tzinfo
 from typing import Any
 
 from memory.backend import MemoryBackend
@@ -51,12 +52,15 @@ def memory_tools(
     token_budget: int = 2048,
     forget_history: Callable[[str, Sequence[str]], Awaitable[int]] | None = None,
     files: RecentFiles | None = None,
+    default_tz: tzinfo | None = None,
 ) -> list[Tool]:
     """``forget_history(user, texts)``: erase the user's Tier 0 messages
     that an erased memory came from or repeats (the App passes
     ``SessionStore.erase_matching``), so the next prompt does not show them.
     ``files``: the chats' recent files; a fact saved from one of the user's
-    (sent in that turn or earlier, until /new) is cited by its name."""
+    (sent in that turn or earlier, until /new) is cited by its name.
+    ``default_tz``: the gateway's zone, whose calendar "yesterday" is read
+    on for a user with no /timezone (as the prompt's date is)."""
     async def search(args: Mapping[str, Any], ctx: ToolContext) -> str:
         query = args.get("query")
         if not isinstance(query, str) or not query.strip():
@@ -65,8 +69,8 @@ def memory_tools(
         if not isinstance(limit, int) or isinstance(limit, bool):
             raise ToolError("`limit` must be an integer")
         limit = max(1, min(_SEARCH_LIMIT_MAX, limit))
-        hits = await backend.search(ctx.user, query.strip(), limit=limit, private=ctx.private, tz=ctx.tz,
-                                    chat=(ctx.channel, ctx.chat_id))
+        hits = await backend.search(ctx.user, query.strip(), limit=limit, private=ctx.private,
+                                    tz=ctx.tz or default_tz, chat=(ctx.channel, ctx.chat_id))
         if not hits:
             return "No matching memories."
         zh = _zh(ctx, query)

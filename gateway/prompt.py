@@ -430,7 +430,7 @@ class PromptBuilder:
         maker's, ``made_by`` (their label, "" when the window names them not)."""
         parts = [t for t in (self._workspace_file(n) for n in WORKSPACE_FILES) if t]
         try:
-            profile = (await self.backend.profile(user, private=private)).strip()
+            profile = (await self.backend.profile(user, private=private, tz=tz or self.tz)).strip()
         except Exception as exc:  # a memory fault costs the profile, not the reply
             log.error("loading the profile failed", user=user, **error_fields(exc))  # FTS5 and CHECKs quote words
             profile = ""

@@ -10,6 +10,8 @@ keeping it would let a flood fill the history and the extraction buffer
 (whose extraction is a model call too). The user is told once per window
 when to send it again, so nothing is lost unseen; later messages in the same
 window get no note, or two bots would keep answering each other's notes.
+A clock stepped back (an NTP correction) drops the counts it left in the
+future rather than keep them for the length of the step.
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ class RateLimiter:
             if len(self._users) >= self._sweep_at:
                 self._sweep(now)
             state = self._users[user] = _User()
+        _rebase(state, now)
         _expire(state.minute, now - _MINUTE)
         _expire(state.hour, now - _HOUR)
         wait, window, limit = 0.0, "", 0
@@ -104,6 +107,19 @@ class RateLimiter:
 def _expire(times: deque[float], before: float) -> None:
     while times and times[0] <= before:
         times.popleft()
+
+
+def _rebase(state: _User, now: float) -> None:
+    """A message counted after ``now``: the clock was stepped back since (an
+    NTP correction). Those counts are dropped: how long ago they were is
+    not known any more, and kept they would count as within the window for
+    the whole step (an hour's silence for a user at the minute's limit).
+    At most one window's messages more get through, once."""
+    if _last(state) <= now:
+        return
+    state.minute = deque(t for t in state.minute if t <= now)
+    state.hour = deque(t for t in state.hour if t <= now)
+    state.notified_until = 0.0
 
 
 def _last(state: _User) -> float:

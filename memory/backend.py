@@ -44,8 +44,9 @@ class Turn:
 class MemoryBackend(Protocol):
     kind: str  # "sqlite" | "files"
 
-    async def profile(self, user: str, *, private: bool = True) -> str:
-        """Markdown for the system prompt (Tier 1, or MEMORY.md + recent days)."""
+    async def profile(self, user: str, *, private: bool = True, tz: tzinfo | None = None) -> str:
+        """Markdown for the system prompt (Tier 1, or MEMORY.md + recent days);
+        the days it names on the calendar of ``tz``, the user's."""
         ...
 
     async def recall(

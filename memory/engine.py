@@ -22,14 +22,14 @@ import time
 from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import date
+from datetime import date, tzinfo
 from pathlib import Path
 from typing import Any, TypeVar
 
 import aiosqlite
 import structlog
 
-from .clock import Clock, SystemClock, format_ts
+from .clock import Clock, SystemClock, format_ts, local_day
 from .cues import CUE_MARK, cue_text, join_terms, split_terms
 from .buffer import NOT_GONE, continue_ids, drop_owner_lines, reconcile
 from .db import Database
@@ -108,15 +108,24 @@ def owner_key(owner: str) -> str:
 _WS = re.compile(r"\s+")
 
 
-def _said_on(m: Memory) -> str:
+def _said_on(m: Memory, tz: tzinfo | None = None) -> str:
     """The day (or days) a Core Memory entry's facts were said, as its
     provenance keeps them (the weekly refresh, a migrated line); else the
     day it was written. Its line carries it: when a question's words find
-    no fact to recall ("when did we pick that?"), the line is all there is."""
-    a, b = m.provenance.date_from[:10], m.provenance.date_to[:10]
+    no fact to recall ("when did we pick that?"), the line is all there is.
+    On the calendar of ``tz``, the user's (UTC's when None): 21:00 in New
+    York is the next day in UTC; a provenance that is a date already stays."""
+    a, b = local_day(m.provenance.date_from, tz), local_day(m.provenance.date_to, tz)
     if not a:
-        return m.created_at[:10]
+        return local_day(m.created_at, tz)
     return a if not b or b == a else f"{a} to {b}"
+
+
+def _zone_key(tz: tzinfo | None) -> str:
+    """A profile cache key's zone: its name, or its offset now (a fixed one)."""
+    if tz is None:
+        return ""
+    return str(getattr(tz, "key", None) or tz.utcoffset(None) or tz.tzname(None))
 
 
 def content_hash(text: str) -> str:
@@ -328,12 +337,12 @@ class MemoryEngine:
         self._projects: LRU[str, frozenset[str]] = LRU(owners_kept)
         # owner -> (stamp, alias -> current project name)
         self._aliases: LRU[str, tuple[tuple[int, int], dict[str, str]]] = LRU(owners_kept)
-        # (owner, include_global, ids) -> ((stamp, day), Tier 1 markdown, the ids
-        # it shows): the system prompt reads it for every message, recall
-        # leaves out what it shows, and it changes rarely (a tier-1 write
-        # bumps the "tier1" stamp; see Database.stamp).
+        # (owner, include_global, ids, zone) -> ((stamp, day), Tier 1 markdown,
+        # the ids it shows): the system prompt reads it for every message,
+        # recall leaves out what it shows, and it changes rarely (a tier-1
+        # write bumps the "tier1" stamp; see Database.stamp).
         self._profiles: OrderedDict[
-            tuple[str, bool, bool], tuple[tuple[tuple[int, int], date], str, frozenset[int]]
+            tuple[str, bool, bool, str], tuple[tuple[tuple[int, int], date], str, frozenset[int]]
         ] = OrderedDict()
         # (REFRESH stamp, owner -> refreshed_upto); emptied when a refresh ends.
         self._refreshed: tuple[tuple[int, int], dict[str, tuple[int, int]]] | None = None
@@ -807,15 +816,17 @@ class MemoryEngine:
         return [row_to_memory(r) for r in rows]
 
     async def profile_markdown(
-        self, owner: str, *, limit: int = 100, include_global: bool = True, ids: bool = False
+        self, owner: str, *, limit: int = 100, include_global: bool = True, ids: bool = False,
+        tz: tzinfo | None = None,
     ) -> str:
         """Tier 1 as a markdown list for the system prompt ('' when empty);
         with ``ids``, each line starts with its citation (``- [m9] ...``), so
-        the model can name an entry to forget.
+        the model can name an entry to forget, and the day it was said, on
+        the calendar of ``tz`` (the user's; UTC's when None).
 
         Cached per owner (the default ``limit`` only) until a tier-1 row
         changes here or another process writes the file (within a second)."""
-        return (await self._profile_shown(owner, limit, include_global, ids))[0]
+        return (await self._profile_shown(owner, limit, include_global, ids, tz))[0]
 
     async def replaced_facts(
         self, owner: str, ids: Sequence[int], *, private: bool = True, chat: Chat | None = None
@@ -840,18 +851,20 @@ class MemoryEngine:
         )
         return {r["superseded_by"]: (r["created_at"], r["content"]) for r in rows}  # the newest wins
 
-    async def profile_ids(self, owner: str, *, include_global: bool = True, ids: bool = False) -> frozenset[int]:
+    async def profile_ids(self, owner: str, *, include_global: bool = True, ids: bool = False,
+                          tz: tzinfo | None = None) -> frozenset[int]:
         """The Tier 1 entries :meth:`profile_markdown` shows with the same
         arguments (what its token budget left out is not among them): recall
         for a prompt that holds them need not return them again. From the
         same cache: no statement when the profile is cached."""
-        return (await self._profile_shown(owner, 100, include_global, ids))[1]
+        return (await self._profile_shown(owner, 100, include_global, ids, tz))[1]
 
     async def _profile_shown(
-        self, owner: str, limit: int, include_global: bool, ids: bool
+        self, owner: str, limit: int, include_global: bool, ids: bool, tz: tzinfo | None = None
     ) -> tuple[str, frozenset[int]]:
-        key = (owner, include_global, ids)
-        today = self.clock.now().date()
+        key = (owner, include_global, ids, _zone_key(tz))
+        now = self.clock.now()
+        today = (now.astimezone(tz) if tz is not None else now).date()
         stamp = await self.db.stamp(TIER1)
         cached = self._profiles.get(key) if limit == 100 else None
         if cached is not None and cached[0] == (stamp, today):  # a new day may have passed an entry's date
@@ -859,13 +872,13 @@ class MemoryEngine:
             return cached[1], cached[2]
         # An entry about a day well past leaves the block (memory/pastplan.py).
         items = [m for m in await self.profile(owner, limit=limit, include_global=include_global)
-                 if not passed(m.content, _said_on(m), today)]
+                 if not passed(m.content, _said_on(m, tz), today)]
         # A group reads the shared profile (owner _global): no member's own facts.
         newer = await self.newer_facts(owner, items) if owner != GLOBAL_OWNER else []
-        newer = [m for m in newer if not passed(m.content, _said_on(m), today)]
+        newer = [m for m in newer if not passed(m.content, _said_on(m, tz), today)]
 
         def line_of(m: Memory) -> str:
-            return (f"- [m{m.id} · {_said_on(m)}] " if ids else "- ") + truncate(m.content, PROFILE_ENTRY_CHARS)
+            return (f"- [m{m.id} · {_said_on(m, tz)}] " if ids else "- ") + truncate(m.content, PROFILE_ENTRY_CHARS)
 
         # The newer facts first within the budget: they are what the user
         # just said about themselves, and the prompt's rule lets the later
@@ -882,7 +895,7 @@ class MemoryEngine:
             line = line_of(m)
             if m.id in old:
                 day, words = old[m.id]
-                more = f"{line}\n  (it replaced what was said on {day[:10]}, no longer true: " \
+                more = f"{line}\n  (it replaced what was said on {local_day(day, tz)}, no longer true: " \
                        f"{truncate(words, PROFILE_ENTRY_CHARS // 2)})"
                 line = more if used + estimate_tokens(more) <= PROFILE_TOKEN_BUDGET else line
             if used + estimate_tokens(line) > PROFILE_TOKEN_BUDGET:

@@ -5,7 +5,10 @@ Triggers, any of them (checked by :meth:`ExtractionService.tick`, which the
 background loop calls every few seconds and on every new buffered turn, and
 which tests call directly with a :class:`~memory.clock.ManualClock`):
 
-* quiet gap: no new message of the user for ``quiet_gap`` (default 3 min);
+* quiet gap: no new message of the user for ``quiet_gap`` (default 3 min;
+  a last message more than that ahead of now, left by a clock stepped
+  back, counts as quiet, as a failed batch's retry further ahead than its
+  backoff is due);
 * token budget: the user's buffer reached ``token_budget`` (default 6000);
 * daily flush: at ``daily_flush`` (03:00 in the gateway's timezone) every
   remaining buffer is flushed.
@@ -83,6 +86,13 @@ lasts is asked once a day, not twice."""
 def backoff(attempts: int) -> timedelta:
     """How long to wait after the ``attempts``-th failure in a row."""
     return BACKOFF[min(attempts, len(BACKOFF)) - 1] if attempts <= BACKLOG_AFTER else BACKLOG_BACKOFF
+
+
+def _waiting(retry_at: datetime, attempts: int, now: datetime) -> bool:
+    """Whether a retry at ``retry_at`` (after ``attempts`` failures) is still
+    ahead. One further ahead than its backoff is not: the clock was stepped
+    back since (an NTP correction), and the step would be waited out too."""
+    return now < retry_at and (attempts < 1 or retry_at - now <= backoff(attempts))
 
 
 MAX_MESSAGE_CHARS = 2000
@@ -310,13 +320,27 @@ class ExtractionService:
                         WHERE h.owner = b.owner AND h.set_aside_at IS NULL ORDER BY h.id LIMIT 1) AS retry_at
                FROM extraction_buffer b WHERE b.set_aside_at IS NULL GROUP BY b.owner ORDER BY MIN(b.id)"""
         )
-        quiet_before = format_ts(now - self.quiet_gap)
         stamp = format_ts(now)
-        due: list[tuple[str, bool]] = []
+        # In backoff: still, unless the clock was stepped back since (_waiting).
+        # Few owners are; their heads' attempts are read only for them.
+        backing: set[str] = set()
         for r in rows:
             if r["retry_at"] is not None and r["retry_at"] > stamp:
+                head = await self.engine.db.fetchone(
+                    "SELECT attempts FROM extraction_buffer WHERE owner = ? AND set_aside_at IS NULL ORDER BY id LIMIT 1",
+                    (r["owner"],))
+                if _waiting(parse_ts(r["retry_at"]), int(head[0]) if head is not None else 0, now):
+                    backing.add(r["owner"])
+        quiet_before = format_ts(now - self.quiet_gap)
+        # A last line more than a gap ahead: the clock was stepped back since
+        # (an NTP correction). How long the user has been quiet is not known;
+        # waiting the step out would keep what they said from memory that long.
+        stepped = format_ts(now + self.quiet_gap)
+        due: list[tuple[str, bool]] = []
+        for r in rows:
+            if r["owner"] in backing:
                 continue
-            urgent = r["last"] <= quiet_before or r["tokens"] >= self.token_budget
+            urgent = r["last"] <= quiet_before or r["last"] > stepped or r["tokens"] >= self.token_budget
             if urgent or r["owner"] in compacted:
                 due.append((r["owner"], not urgent))
         return due
@@ -432,10 +456,10 @@ class ExtractionService:
             return []
         head = rows[0]
         now = self.engine.clock.now()
-        if not force and head.next_attempt_at and parse_ts(head.next_attempt_at) > now:
+        if not force and head.next_attempt_at and _waiting(parse_ts(head.next_attempt_at), head.attempts, now):
             return []
         held = self._held.get(owner)
-        if not force and held is not None and held[1] > now:
+        if not force and held is not None and _waiting(held[1], held[0], now):
             return []
         batch: list[_Row] = []
         tokens = 0

@@ -11,7 +11,7 @@ resort: when all are down each call still asks one of them, never refuses
 outright, and never waits for every timeout in turn. A failure cools its
 candidate down for 30 s, doubling with each further failure up to 10 min
 (longer if the provider's ``Retry-After`` asked for it, within the cap); a
-success clears it. The clock is passed in, so tests move time instead of
+success clears it, and so does a clock stepped back past its end. The clock is passed in, so tests move time instead of
 sleeping.
 
 The chat model and the memory model often use the same endpoint (the
@@ -176,7 +176,9 @@ class Cooldowns:
 
     def cooling(self, index: int) -> bool:
         now = self.clock.now()
-        return any(s.until is not None and s.until > now for s in self._states(index))
+        # A cooldown ending further ahead than the longest one: the clock was
+        # stepped back since (an NTP correction); over, not waited out.
+        return any(s.until is not None and now < s.until <= now + self.cap for s in self._states(index))
 
     def _failed_at(self, index: int) -> datetime:
         return max((s.failed_at for s in self._states(index) if s.failed_at is not None), default=self.clock.now())

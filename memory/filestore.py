@@ -549,7 +549,8 @@ class FileMemory(MemoryBackend):
 
     # -- MemoryBackend ------------------------------------------------------
 
-    async def profile(self, user: str, *, private: bool = True) -> str:
+    async def profile(self, user: str, *, private: bool = True, tz: tzinfo | None = None) -> str:
+        # The daily files are named by the day they were written on already.
         return await asyncio.to_thread(self._profile, user, private)
 
     def _profile(self, user: str, private: bool) -> str:

@@ -138,12 +138,12 @@ class SqliteMemory(MemoryBackend):
         """Call ``listener(owner)`` after :meth:`remember` wrote a memory of ``owner``."""
         self._saved.append(listener)
 
-    async def profile(self, user: str, *, private: bool = True) -> str:
+    async def profile(self, user: str, *, private: bool = True, tz: tzinfo | None = None) -> str:
         # A group chat gets only the shared (_global) profile.
         # With ids, so the model can name an entry to forget (memory_forget).
         if private:
-            return await self.engine.profile_markdown(user, ids=True)
-        return await self.engine.profile_markdown(GLOBAL_OWNER, include_global=False, ids=True)
+            return await self.engine.profile_markdown(user, ids=True, tz=tz)
+        return await self.engine.profile_markdown(GLOBAL_OWNER, include_global=False, ids=True, tz=tz)
 
     async def recall(
         self, user: str, query: str, *, context: Sequence[str] = (), private: bool = True, tz: tzinfo | None = None,
@@ -154,9 +154,9 @@ class SqliteMemory(MemoryBackend):
         places twice (an entry its token budget left out can be recalled).
         ``search`` (the memory_search tool, ``/memory <words>``) still finds them."""
         if private:
-            shown = await self.engine.profile_ids(user, ids=True)
+            shown = await self.engine.profile_ids(user, ids=True, tz=tz)
         else:
-            shown = await self.engine.profile_ids(GLOBAL_OWNER, include_global=False, ids=True)
+            shown = await self.engine.profile_ids(GLOBAL_OWNER, include_global=False, ids=True, tz=tz)
         lx = self.retriever if isinstance(self.retriever, Retriever) else self.retriever.lexical
         # More than the block holds, so a neighbour that earns no place
         # there leaves it to the next best (memory/neighbours.py).

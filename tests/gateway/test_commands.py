@@ -559,7 +559,7 @@ async def test_memory_shows_a_full_profile_a_page_at_a_time(
         assert len(text) < 4096  # one Telegram message
 
 
-async def test_a_new_zone_names_one_existing_job_in_the_singular(
+async def test_a_new_zone_names_one_existing_job_it_does_not_move_in_the_singular(
     tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
 ) -> None:
     async with make_rig(tmp_path, clock, fake_llm) as rig:
@@ -570,10 +570,11 @@ async def test_a_new_zone_names_one_existing_job_in_the_singular(
             rig.loop.commands = UserCommands(rig.backend, everything=everything, clock=clock, timezones=zones)
             await cron.add(schedule="0 9 * * *", message="plan my day", channel="telegram", chat_id="100", user=ALICE)
             text = (await rig.ask("/timezone Berlin", chat="100")).text
-            assert text.endswith(" Your existing scheduled job keeps the zone it was made in."), text
+            # Not made in her private chat (the operator's, or a group's): it stays (tests/gateway/test_time_walk_e2e.py).
+            assert text.endswith(" 1 scheduled job (made in a group, or in a zone of its own) keeps its zone."), text
             await cron.add(schedule="0 9 * * *", message="每天早上九点总结计划", channel="telegram", chat_id="100", user=ALICE)
             text = (await rig.ask("/timezone 上海", chat="100")).text
-            assert text.endswith("已有的 2 个定时任务保持原来的时区。"), text
+            assert text.endswith("已有的 2 个定时任务（在群里或按指定时区设置的）保持原来的时区。"), text
         finally:
             await cron.close()
 
