@@ -31,6 +31,8 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from memory.groupowner import GROUP_PREFIX, is_group_owner
+
 from .proxies import trusted_networks
 from .timezones import TimezoneError, parse_timezone, zone_name
 
@@ -448,8 +450,12 @@ class MemoryConfig(_Model):
         for user, handles in v.items():
             if not user or user.startswith("_"):
                 raise ValueError(f"invalid user name {user!r}: must be non-empty, not start with '_'")
+            if is_group_owner(user):
+                # A group's own notes are owned so (memory/groupnotes.py): a user named
+                # so would read and erase them as theirs.
+                raise ValueError(f"invalid user name {user!r}: '{GROUP_PREFIX}' names a group's own memory")
             for h in handles:
-                if not re.fullmatch(r"[a-z]+:.+", h):
+                if not re.fullmatch(r"[a-z]+:.+", h) or is_group_owner(h):
                     raise ValueError(f"invalid handle {h!r} for {user!r} (use channel:sender_id)")
                 if h in seen and seen[h] != user:
                     raise ValueError(f"handle {h!r} is mapped to both {seen[h]!r} and {user!r}")

@@ -101,6 +101,11 @@ def origin(source: str, p: Provenance, *, zh: bool = False) -> str:
     daily event, ``"file"`` for the file store) and provenance ``p`` as
     words: '' when nothing is known."""
     ch = p.channel
+    if p.speakers:  # a group's own note (memory/groupnotes.py): the group's, said by its members
+        names = ", ".join(_file_name(n) for n in p.said_by[:3]) + (" …" if len(p.said_by) > 3 else "")
+        if zh:
+            return _zh("本群的记录，", names, "说的") if names else "本群的记录"
+        return f"the group's note, said by {names}" if names else "the group's note"
     if source == "manual":
         if ch == "web":
             return "在记忆管理页保存" if zh else "saved on the memory page"

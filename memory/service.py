@@ -28,6 +28,7 @@ from .cues import clean_terms, safe_terms
 from .engine import MemoryEngine, more_source_text, row_to_event, row_to_memory
 from .format import fit_budget
 from .forgetting import Forgotten, erase_planned, event_hit, plan_erasure, repeats_forgotten
+from .groupowner import group_owner, is_group_owner
 from .scope import Chat
 from .redact import redact_credentials
 from .retrieval import DATED_EVENTS_MAX, MAX_QUERY_CHARS, Retriever
@@ -68,7 +69,12 @@ BufferListener = Callable[[str], Awaitable[None] | None]
 _INSERT_BUFFER = """INSERT OR IGNORE INTO extraction_buffer
     (owner, channel, chat_id, sender_id, message_id, role, content, token_count, created_at, in_group)"""
 _BUFFER_VALUES = f"{_INSERT_BUFFER} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-_ONE_STATEMENT_ROWS = 100  # x 10 parameters, far below SQLite's limit of 32,766
+# With who spoke, for a group's own copy of a line (memory/groupnotes.py).
+_INSERT_LINE = """INSERT OR IGNORE INTO extraction_buffer
+    (owner, channel, chat_id, sender_id, message_id, role, content, token_count, created_at, in_group,
+     speaker, speaker_name)"""
+_LINE_VALUES = f"{_INSERT_LINE} VALUES ({', '.join('?' * 12)})"
+_ONE_STATEMENT_ROWS = 100  # x 12 parameters, far below SQLite's limit of 32,766
 _REF = re.compile(r"^\[?\s*([me])(\d{1,12})\b", re.IGNORECASE)
 
 EDITED_MARK = "(edited)"
@@ -126,7 +132,7 @@ class SqliteMemory(MemoryBackend):
         self._saved: list[Callable[[str], None]] = []
         # Group commit (memory/batch.py): the turns concurrent chats buffer
         # now are one multi-row INSERT, one round trip to the writer thread.
-        self._buffer_rows = RowBatcher(engine.db, insert_statement(_INSERT_BUFFER, 10), 10)
+        self._buffer_rows = RowBatcher(engine.db, insert_statement(_INSERT_LINE, 12), 12)
 
     def on_buffered(self, listener: BufferListener) -> None:
         """Call ``listener(owner)`` after turns of ``owner`` were buffered."""
@@ -155,8 +161,9 @@ class SqliteMemory(MemoryBackend):
             shown = await self.engine.profile_ids(user, ids=True)
         else:
             shown = await self.engine.profile_ids(GLOBAL_OWNER, include_global=False, ids=True)
+        # In a group, the group's own notes too (memory/groupnotes.py).
         hits = await self.retriever.retrieve(user, query, context=context, private=private, tz=tz, exclude=shown,
-                                             chat=chat)
+                                             chat=chat, notes=not private)
         # An entry Core Memory no longer shows (its day passed, its budget)
         # is recalled beside the fact it was drawn from, in the same words.
         hits = _once(hits)
@@ -200,6 +207,9 @@ class SqliteMemory(MemoryBackend):
         the message names keeps that one (memory/saidthen.py)."""
         ids = [h.id for h in hits if h.kind == "memory" and h.category != "credential" and h.replaced is None]
         old = await self.engine.replaced_facts(user, ids, private=private, chat=chat)
+        notes = [h.id for h in hits if h.id in ids and is_group_owner(h.owner)]
+        if notes and chat is not None and all(chat) and not private:  # a group's note: what it replaced there
+            old.update(await self.engine.replaced_facts(group_owner(*chat), notes, private=False, chat=chat))
         return [replace(h, replaced=(local_day(old[h.id][0], tz), old[h.id][1])) if h.kind == "memory" and h.id in old
                 else h for h in hits]
 
@@ -207,7 +217,8 @@ class SqliteMemory(MemoryBackend):
         self, user: str, query: str, *, limit: int = 8, private: bool = True, tz: tzinfo | None = None,
         chat: Chat | None = None,
     ) -> list[Hit]:
-        facts = await self.retriever.retrieve(user, query, private=private, limit=limit, tz=tz, chat=chat)
+        facts = await self.retriever.retrieve(user, query, private=private, limit=limit, tz=tz, chat=chat,
+                                              notes=not private)
         events = await self.retriever.search_events(user, query, limit=limit, tz=tz) if private else []
         hits = _once(sorted([*facts, *events], key=lambda h: -h.score))[:limit]
         self.engine.note_access(h.id for h in hits if h.kind == "memory")
@@ -606,14 +617,21 @@ class SqliteMemory(MemoryBackend):
             )
             for t in turns
         ]
-        if len(rows) <= _ONE_STATEMENT_ROWS:
+        # A group's line is the group's too: its copy under the group's
+        # owner says who spoke (the bot's reply: the member it answered),
+        # in the same INSERT as the member's own.
+        heard = [(group_owner(t.channel, t.chat_id), *row[1:], t.owner, t.speaker_name if t.role == "user" else "")
+                 for t, row in zip(turns, rows, strict=True)
+                 if t.group and t.channel and t.chat_id and not is_group_owner(t.owner) and t.owner != GLOBAL_OWNER]
+        lines = [*((*row, "", "") for row in rows), *heard]
+        if len(lines) <= _ONE_STATEMENT_ROWS:
             # A turn (two rows) is part of one multi-row INSERT: atomic on
             # its own, shared with the other chats buffering now.
-            await self._buffer_rows.write(rows)
+            await self._buffer_rows.write(lines)
         else:
             async with self.engine.db.transaction() as conn:
-                await conn.executemany(_BUFFER_VALUES, rows)
-        for owner in dict.fromkeys(t.owner for t in turns):
+                await conn.executemany(_LINE_VALUES, lines)
+        for owner in dict.fromkeys([*(t.owner for t in turns), *(h[0] for h in heard)]):
             await self._notify(owner)
 
     async def close(self) -> None:

@@ -85,6 +85,11 @@ class Provenance:
     newer fact said there (``id``) replaced it; the group reads that one
     instead while it exists, the owner's other chats still read this one
     (memory/scope.py, memory/consolidate.py)."""
+    speakers: tuple[str, ...] = ()
+    """A group's note (memory/groupnotes.py): the owner ids of the members
+    whose lines it was drawn from (or who saved it), for their erasure."""
+    said_by: tuple[str, ...] = ()
+    """Their names as the group knew them, for the note's citation."""
 
     def to_json(self) -> str:
         d = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()
@@ -96,7 +101,7 @@ class Provenance:
         if not text:
             return cls()
         d: dict[str, Any] = json.loads(text)
-        for k in ("message_ids", "refs", "shared"):
+        for k in ("message_ids", "refs", "shared", "speakers", "said_by"):
             if k in d:
                 d[k] = tuple(str(x) for x in d[k])
         if "group" in d:
@@ -162,6 +167,7 @@ class Memory:
             topic=self.topic,
             source=self.source.value,
             provenance=self.provenance,
+            owner=self.owner,
         )
 
 
@@ -204,6 +210,8 @@ class Hit:
     # On the last chat summary recall lists for a period the message named:
     # how many more of that period's days had chats (memory_search has them).
     more_days: int = 0
+    # Whose row it is (a group's notes are its group's: memory/groupnotes.py); '' when not told.
+    owner: str = ""
 
     @property
     def ref(self) -> str:
