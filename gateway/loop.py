@@ -54,7 +54,7 @@ from memory.types import Hit
 
 from .agent import Agent, AgentReply, apology
 from .bus import (
-    EDIT, FILE_NOT_READ, LEFT, MESSAGE, MOVED, PHOTO_NOT_READ, RECALL, Attachment, Forwarded, InboundMessage,
+    BOT_LEFT, EDIT, FILE_NOT_READ, LEFT, MESSAGE, MOVED, PHOTO_NOT_READ, RECALL, Attachment, Forwarded, InboundMessage,
     MessageBus, OutboundMessage, app_in_chinese, audio_not_read, not_heard, notes_in_chinese, words_in_chinese,
 )
 from .chattitles import ChatTitles
@@ -490,6 +490,9 @@ class ProcessLoop:
         # away when they leave it (LEFT; cron.db's jobs): name -> its
         # removal ``(channel, chat_id, user)``, how many.
         self.member_left: dict[str, Callable[[str, str, str], Awaitable[int]]] = {}
+        # What goes when the bot itself is removed from a group (a LEFT of
+        # BOT_LEFT: the group's own memory): name -> ``(channel, chat_id)``, how many.
+        self.bot_left: dict[str, Callable[[str, str], Awaitable[int]]] = {}
         # Told after a turn is buffered where the chat's window now starts
         # ``(channel, chat_id, oldest row's time)``: memory extracts what
         # left it (ExtractionService.left_window, the pre-compaction flush).
@@ -854,6 +857,10 @@ class ProcessLoop:
         """A member left a group (LEFT): what spoke for them there goes
         (``member_left``: their cron jobs); how many of each. Again for
         the same member removes nothing more (the next start's, a redelivery)."""
+        if msg.sender_id == BOT_LEFT:
+            erased = {name: await forget(msg.channel, msg.chat_id) for name, forget in self.bot_left.items()}
+            log.info("bot removed from a group; the group's own memory erased", chat=msg.session_key, **erased)
+            return erased
         gone = self.identities.resolve(msg.channel, msg.sender_id)
         removed = {name: await remove(msg.channel, msg.chat_id, gone) for name, remove in self.member_left.items()}
         log.info("member left a group; what spoke for them there removed", chat=msg.session_key, user=gone, **removed)

@@ -33,7 +33,8 @@ from .forgetting import erase_planned, plan_erasure
 from .groupowner import GROUP_PREFIX, chat_of, group_owner, is_group_owner, readers
 from .types import GLOBAL_OWNER
 
-__all__ = ["GROUP_PREFIX", "chat_of", "forget_group", "forget_speaker", "group_owner", "is_group_owner", "readers"]
+__all__ = ["GROUP_PREFIX", "chat_of", "forget_group", "forget_speaker", "group_owner", "is_group_owner", "move_group",
+           "readers"]
 # (the owner helpers live in memory/groupowner.py, which the config imports without the engine)
 
 log = structlog.get_logger(component="memory")
@@ -82,3 +83,15 @@ async def forget_group(engine: MemoryEngine, channel: str, chat_id: str) -> dict
     """The bot was removed from the group: its notes, events and waiting
     lines go, for good (:meth:`MemoryEngine.forget_owner`)."""
     return await engine.forget_owner(group_owner(channel, chat_id))
+
+
+async def move_group(engine: MemoryEngine, channel: str, old_chat: str, new_chat: str) -> int:
+    """The group got a new id (a Telegram group upgraded to a supergroup):
+    its own memory follows, under the new id's owner (after
+    :meth:`MemoryEngine.move_chat` moved the rows' chat). How many rows."""
+    from .merge import move_owner  # merge reads the engine's tables wholesale: only when a group moves
+
+    old, new = group_owner(channel, old_chat), group_owner(channel, new_chat)
+    if old == new:
+        return 0
+    return sum((await move_owner(engine, old, new, job="move")).values())

@@ -28,6 +28,7 @@ from .cues import clean_terms, safe_terms
 from .engine import MemoryEngine, more_source_text, row_to_event, row_to_memory
 from .format import fit_budget
 from .forgetting import Forgotten, erase_planned, event_hit, plan_erasure, repeats_forgotten
+from .groupnotes import forget_group, move_group
 from .groupowner import group_owner, is_group_owner
 from .scope import Chat
 from .redact import redact_credentials
@@ -439,6 +440,16 @@ class SqliteMemory(MemoryBackend):
         await self._buffer_rows.drain()
         counts = await self.engine.forget_owner(user)
         return ErasedAll(memories=counts["memories"], events=counts["events"], waiting=counts["buffered"])
+
+    async def forget_group(self, channel: str, chat_id: str) -> int:
+        """The bot was removed from the group: its own memory (notes, days,
+        waiting lines; memory/groupnotes.py) goes, for good. How many rows."""
+        await self._buffer_rows.drain()  # its lines queued now would land after the erasure
+        return sum((await forget_group(self.engine, channel, chat_id)).values())
+
+    async def move_group(self, channel: str, old_chat: str, new_chat: str) -> int:
+        """The group's own memory follows it to a new id (memory/groupnotes.py)."""
+        return await move_group(self.engine, channel, old_chat, new_chat)
 
     async def revise(self, turn: Turn, *, before: str = "") -> str:
         """The user edited message ``turn.message_id`` (their own, ``turn.role``
