@@ -49,7 +49,7 @@ from memory.errorlog import Wordless
 from memory.identity import IdentityMap
 from memory.lru import LRU
 from memory.prefilter import should_retrieve
-from memory.scope import Chat
+from memory.scope import Chat, in_group
 from memory.types import Hit
 
 from .agent import Agent, AgentReply, apology
@@ -1077,6 +1077,7 @@ class ProcessLoop:
             tz=tz,
             forwards=bool(msg.forwarded),
             files=bool(msg.documents),
+            sender_name=msg.sender_name if msg.is_group else "",
         )
         # In a group every user turn is marked with who said it, and the
         # rules name whose memories were recalled: the sender's, or for a
@@ -1435,10 +1436,21 @@ class ProcessLoop:
             context.reverse()
             if quoted:  # "what do you think of this?": the message replied to says what "this" is
                 context.append(quoted[:QUOTE_CHARS])
-            return await self.backend.recall(user, text, context=context, private=private, tz=tz, chat=chat)
+            hits = await self.backend.recall(user, text, context=context, private=private, tz=tz, chat=chat)
+            return await self._titled(hits) if private else hits
         except Exception as exc:  # memory trouble costs the memory block, not the reply
             log.error("memory recall failed", user=user, **error_fields(exc))  # FTS5 quotes the query
             return []
+
+    async def _titled(self, hits: list[Hit]) -> list[Hit]:
+        """In a private chat, a memory said in a group is cited by the
+        group's title as last seen (gateway/chattitles.py), when known."""
+        groups = {h.provenance.channel + ":" + h.provenance.chat_id: h for h in hits
+                  if h.provenance.chat_id and in_group(h.provenance)}
+        if self.titles is None or not groups:
+            return hits
+        names = await self.titles.names(groups)
+        return [replace(h, title=names.get(h.provenance.channel + ":" + h.provenance.chat_id, "")) for h in hits]
 
     async def _reply(
         self, msg: InboundMessage, text: str, owner: str, attachment: Attachment | None = None, *,

@@ -447,6 +447,18 @@ class SqliteMemory(MemoryBackend):
         await self._buffer_rows.drain()  # its lines queued now would land after the erasure
         return sum((await forget_group(self.engine, channel, chat_id)).values())
 
+    async def forget_group_notes(self, chat: Chat, refs: Sequence[str], *, by: str) -> Forgotten:
+        """A member asked, in the group, to forget notes of the group's own
+        (``memory_forget`` there): only that group's rows (:meth:`forget`
+        as its owner), never a member's; the memory log names who asked."""
+        owner = group_owner(*chat)
+        done = await self.forget(owner, refs)
+        if done.erased:
+            async with self.engine.db.transaction() as conn:
+                await write_log(conn, at=self.engine.now(), job="chat", owner=owner, action="forget-in-group",
+                                detail={"by": by, "refs": [h.ref for h in done.erased]})
+        return done
+
     async def move_group(self, channel: str, old_chat: str, new_chat: str) -> int:
         """The group's own memory follows it to a new id (memory/groupnotes.py)."""
         return await move_group(self.engine, channel, old_chat, new_chat)
@@ -528,8 +540,11 @@ class SqliteMemory(MemoryBackend):
         if not message_id:
             return out
         ids = (message_id, f"{message_id}{EDITED_SUFFIX}")
-        mine = " AND owner = ?" if owner is not None else ""
-        who = (owner,) if owner is not None else ()
+        # A group's own copy of the sender's line goes too, and the group's
+        # notes drawn from it (memory/groupnotes.py): the sender withdrew it.
+        group = group_owner(channel, chat_id) if channel and chat_id else ""
+        mine = " AND (owner = ? OR (owner = ? AND speaker = ?))" if owner is not None else ""
+        who = (owner, group, owner) if owner is not None else ()
         async with self.engine.db.transaction() as conn:
             async with conn.execute(
                 f"""SELECT id, owner, role, message_id, content FROM extraction_buffer
@@ -542,6 +557,8 @@ class SqliteMemory(MemoryBackend):
             await drop_lines(conn, [r["id"] for r in lines])
             out.buffered_lines = len(lines)
             owners = dict.fromkeys(r["owner"] for r in lines) if owner is None else {owner: None}
+            if owner is not None and group:  # the group's notes citing it (none in a private chat)
+                owners[group] = None
             if owner is None:
                 for table in ("memories", "daily_events"):
                     async with conn.execute(

@@ -212,6 +212,9 @@ class Hit:
     more_days: int = 0
     # Whose row it is (a group's notes are its group's: memory/groupnotes.py); '' when not told.
     owner: str = ""
+    # The title of the group it was said in, when known and read elsewhere (a
+    # private chat: "from the group chat "Family" on Telegram"); '' otherwise.
+    title: str = ""
 
     @property
     def ref(self) -> str:
@@ -222,7 +225,7 @@ class Hit:
         can ``/forget``, the day it was recorded, and where it came from in
         words for a person (:func:`memory.origin.origin`; Chinese with
         ``zh``), never internal refs the model could repeat to them."""
-        bits = [self.ref, self.date, origin(self.source, self.provenance, zh=zh)]
+        bits = [self.ref, self.date, origin(self.source, self.provenance, zh=zh, title=self.title)]
         return "[" + " · ".join(b for b in bits if b) + "]"
 
 

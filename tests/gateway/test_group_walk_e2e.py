@@ -203,6 +203,10 @@ async def test_a_family_plans_a_trip_in_a_group_over_three_weeks(tmp_path: Path,
     assert "Alfama" not in _prompt(asks["leo-private"]) and "group's note" not in _prompt(asks["leo-private"])
     # Anna's private chat reads what she said in the group, not Tom's dates nor the group's notes.
     assert "Anna is booking the hotel in Alfama" in _recalled(asks["private"])
+    # ... cited there by the group's title as the gateway last saw it.
+    hotel = next(line for line in _recalled(asks["private"]).splitlines() if "Alfama" in line)
+    assert f'told by you in the group chat "Group {FAMILY}" on Telegram' in hotel or \
+        f'from the group chat "Group {FAMILY}" on Telegram' in hotel, hotel
     assert "April 4" not in _prompt(asks["private"]) and "group's note" not in _prompt(asks["private"])
     # Her private reminder never reaches a group's prompt, nor what memory learns from one.
     groups = [b for b in llm.requests if "# Group chat" in text_of(b["messages"][0]["content"])]

@@ -172,3 +172,25 @@ async def test_a_handle_merged_into_its_user_is_named_so_in_the_groups_notes(eng
     assert [tuple(r) for r in await engine.db.fetchall("SELECT owner, speaker FROM extraction_buffer ORDER BY id")] \
         == [("dad", ""), ("group:telegram:-100900", "dad")]
     assert await forget_speaker(engine, "dad") == {"notes": 1, "events": 0, "buffered": 1}
+
+
+async def test_a_recalled_group_message_leaves_the_groups_copy_and_the_note_drawn_from_it(
+    engine: MemoryEngine,
+) -> None:
+    memory = SqliteMemory(engine)
+    at = datetime(2026, 3, 2, 10, tzinfo=UTC)
+    await memory.buffer([
+        Turn(owner=DAD, channel="telegram", chat_id="-100900", role="user", content="I'll rent the boat",
+             sender_id="11", message_id="9", at=at, group=True, speaker_name="Dad"),
+        Turn(owner=MOM, channel="telegram", chat_id="-100900", role="user", content="I'll pack the snacks",
+             sender_id="12", message_id="10", at=at, group=True, speaker_name="Mom"),
+    ])
+    drawn = await engine.add(NewMemory(owner=group_owner(*FAMILY), content="Dad is booking the hotel", provenance=(
+        Provenance(channel="telegram", chat_id="-100900", group=True, message_ids=("8",), speakers=(DAD,)))))
+    moms = await engine.add(NewMemory(owner=group_owner(*FAMILY), content="Mom packs", provenance=(
+        Provenance(channel="telegram", chat_id="-100900", group=True, message_ids=("10",), speakers=(MOM,)))))
+    done = await memory.retract("telegram", "-100900", "8", owner=DAD, text="I'll book the hotel")
+    assert [h.id for h in done.erased] == [drawn.id] and await engine.get(moms.id) is not None
+    await memory.retract("telegram", "-100900", "9", owner=DAD)
+    lines = [tuple(r) for r in await engine.db.fetchall("SELECT owner, content FROM extraction_buffer ORDER BY id")]
+    assert lines == [(MOM, "I'll pack the snacks"), ("group:telegram:-100900", "I'll pack the snacks")]
