@@ -363,6 +363,25 @@ def test_export_json_and_markdown(home: Path, tmp_path: Path) -> None:
 
 
 
+def test_a_groups_notes_are_in_the_whole_stores_export_and_not_in_a_members(home: Path) -> None:
+    """A group's own notes (memory/groupnotes.py) are the group's: the whole
+    store's export has them under their group owner; the export of a member
+    who said them does not (they are not theirs)."""
+    async def seed() -> None:
+        async with await MemoryEngine.open(home / "data" / "memory.db") as e:
+            await e.add(NewMemory(owner="group:telegram:-100900", content="Dad is booking the hotel",
+                                  provenance=Provenance(channel="telegram", chat_id="-100900", group=True,
+                                                        speakers=("telegram:11",), said_by=("Dad",))))
+            await e.add(NewMemory(owner="telegram:11", content="Dad likes lakes",
+                                  provenance=Provenance(channel="telegram", chat_id="11")))
+
+    asyncio.run(seed())
+    doc = json.loads(ok("export").stdout)
+    assert {m["owner"] for m in doc["memories"]} == {"group:telegram:-100900", "telegram:11"}
+    mine = json.loads(ok("export", "--user", "telegram:11").stdout)
+    assert [m["content"] for m in mine["memories"]] == ["Dad likes lakes"]
+
+
 def test_an_export_names_shared_groups_by_the_titles_gateway_db_knows(home: Path) -> None:
     """``memory export`` opens memory.db alone and wrote ``telegram:-100123``
     where /share and the memory page say "Family": the titles gateway.db
