@@ -31,8 +31,6 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from memory.groupowner import GROUP_PREFIX, is_group_owner
-
 from .proxies import trusted_networks
 from .timezones import TimezoneError, parse_timezone, zone_name
 
@@ -446,6 +444,9 @@ class MemoryConfig(_Model):
     @field_validator("identities")
     @classmethod
     def _identities(cls, v: dict[str, list[str]]) -> dict[str, list[str]]:
+        # Here, not at the top: importing the config stays light (BENCHMARKS.md).
+        from memory.groupowner import GROUP_PREFIX, is_group_owner
+
         seen: dict[str, str] = {}
         for user, handles in v.items():
             if not user or user.startswith("_"):

@@ -111,6 +111,8 @@ def origin(source: str, p: Provenance, *, zh: bool = False, title: str = "") -> 
     was said in a group whose title is known (read in a private chat)."""
     ch = p.channel
     title = _titled(title)
+    if p.speakers and source == "event":  # a group's own day (memory/groupnotes.py)
+        return _zh("本群的聊天摘要", _span(p, zh)) if zh else f"summary of this group's chat{_span(p, zh)}"
     if p.speakers:  # a group's own note (memory/groupnotes.py): the group's, said by its members
         names = ", ".join(_file_name(n) for n in p.said_by[:3]) + (" …" if len(p.said_by) > 3 else "")
         if zh:

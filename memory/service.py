@@ -173,6 +173,8 @@ class SqliteMemory(MemoryBackend):
         hits = await self._with_replaced(user, hits, tz, private=private, chat=chat)
         if private:
             hits = await self._with_period_events(user, query, hits, tz)
+        elif chat is not None and all(chat):  # "what did we talk about last week?": the group's own days
+            hits = await self._with_period_events(group_owner(*chat), query, hits, tz)
         return hits
 
     async def _with_period_events(self, user: str, query: str, hits: list[Hit], tz: tzinfo | None) -> list[Hit]:
@@ -220,7 +222,10 @@ class SqliteMemory(MemoryBackend):
     ) -> list[Hit]:
         facts = await self.retriever.retrieve(user, query, private=private, limit=limit, tz=tz, chat=chat,
                                               notes=not private)
-        events = await self.retriever.search_events(user, query, limit=limit, tz=tz) if private else []
+        # In a group, the group's own days (memory/groupnotes.py), never the member's.
+        events = (await self.retriever.search_events(user, query, limit=limit, tz=tz) if private else
+                  await self.retriever.search_events(group_owner(*chat), query, limit=limit, tz=tz)
+                  if chat is not None and all(chat) else [])
         hits = _once(sorted([*facts, *events], key=lambda h: -h.score))[:limit]
         self.engine.note_access(h.id for h in hits if h.kind == "memory")
         return hits
@@ -557,7 +562,11 @@ class SqliteMemory(MemoryBackend):
             await drop_lines(conn, [r["id"] for r in lines])
             out.buffered_lines = len(lines)
             owners = dict.fromkeys(r["owner"] for r in lines) if owner is None else {owner: None}
-            if owner is not None and group:  # the group's notes citing it (none in a private chat)
+            # The group's own copy, or its notes citing it (a group's message only).
+            if owner is not None and group and (
+                    any(r["owner"] == group for r in lines)
+                    or await _cites(conn, "memories", group, channel, chat_id, message_id)
+                    or await _cites(conn, "daily_events", group, channel, chat_id, message_id)):
                 owners[group] = None
             if owner is None:
                 for table in ("memories", "daily_events"):

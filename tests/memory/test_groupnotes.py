@@ -194,3 +194,23 @@ async def test_a_recalled_group_message_leaves_the_groups_copy_and_the_note_draw
     await memory.retract("telegram", "-100900", "9", owner=DAD)
     lines = [tuple(r) for r in await engine.db.fetchall("SELECT owner, content FROM extraction_buffer ORDER BY id")]
     assert lines == [(MOM, "I'll pack the snacks"), ("group:telegram:-100900", "I'll pack the snacks")]
+
+
+async def test_last_weeks_talk_in_a_group_is_the_groups_own_days_there_only(
+    engine: MemoryEngine, clock: ManualClock
+) -> None:
+    memory = SqliteMemory(engine)
+    said = Provenance(channel="telegram", chat_id="-100900", group=True, speakers=(DAD, MOM), said_by=("Dad", "Mom"))
+    day = await engine.add_event(group_owner(*FAMILY), "2026-02-25", "The family planned the lake trip and the boat",
+                                 channel="telegram", chat_id="-100900", provenance=said)
+    await engine.add_event(group_owner(*FRIENDS), "2026-02-25", "The friends planned a ski weekend",
+                           channel="telegram", chat_id="-100901",
+                           provenance=Provenance(channel="telegram", chat_id="-100901", group=True, speakers=("s",)))
+    clock.set("2026-03-02T10:00:00Z")
+    hits = await memory.recall(LEO, "what did we talk about last week?", private=False, chat=FAMILY)
+    assert [(h.kind, h.id) for h in hits] == [("event", day.id)]
+    assert "summary of this group's chat" in hits[0].citation()
+    assert [h.id for h in await memory.search(LEO, "lake trip", private=False, chat=FAMILY)] == [day.id]
+    assert await memory.recall(LEO, "what did we talk about last week?") == []  # his private chat: not the group's
+    assert all(h.id != day.id for h in await memory.recall(LEO, "what did we talk about last week?",
+                                                           private=False, chat=FRIENDS))
