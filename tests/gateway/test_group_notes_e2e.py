@@ -12,7 +12,7 @@ from typing import Any
 
 from memory import ManualClock
 from tests.fakes.feishu_server import FakeFeishu
-from tests.fakes.openai_server import FakeOpenAI, said, text_of
+from tests.fakes.openai_server import FakeOpenAI, Reply, said, text_of
 from tests.fakes.telegram_server import FakeTelegram
 
 from .test_e2e_feishu import ENCRYPT_KEY, _app, _feishu_section, _until
@@ -152,3 +152,47 @@ async def test_the_bot_removed_from_a_feishu_group_erases_its_notes(tmp_path: Pa
             await asyncio.wait_for(app.close(), 30)
     assert had >= 2 and left == 0  # the note, the group's day: all gone
     assert lins[0] == 1  # Lin's own day of that chat is hers: it stays
+
+
+class Saving(Scripted):
+    """A member asks the bot to keep something for the group: memory_save."""
+
+    def chat(self, body: dict[str, Any]) -> Reply:
+        if body["messages"][-1]["role"] != "tool" and "keep this for everyone" in said(body):
+            return Reply(content=None, tool_calls=[{"name": "memory_save", "arguments": {
+                "content": "The boat to the island leaves at 9:00 on Saturday", "category": "decision",
+                "terms": ["boat", "ferry", "leave", "船"]}}])
+        return super().chat(body)
+
+
+async def test_memory_save_in_a_group_is_read_by_another_member_there_naming_who_asked(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    model = Saving()
+    async with FakeOpenAI(api_key="sk-group-notes-0123456789", responder=model) as llm, FakeTelegram() as tg:
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, gateway={"timezone": "UTC"})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            assert app.loop is not None
+            sent = 0
+
+            async def say(user: int, text: str, *, group: bool = True) -> dict[str, Any]:
+                nonlocal sent
+                tg.push_text(FAMILY if group else user, user, text, chat_type="supergroup" if group else "private",
+                             first_name=NAMES[user], mention=group)
+                sent += 1
+                await tg.wait_sent(sent, timeout=10)
+                assert app.loop is not None and await app.loop.drain(5)
+                return _chat_turn(llm.requests)
+
+            await say(LEO, "keep this for everyone: the boat leaves at 9 on Saturday")
+            saved = [m for m in llm.requests if m["messages"][-1]["role"] == "tool"][-1]
+            asked = await say(MOM, "when does the boat leave?")
+            private = await say(MOM, "when does the boat leave?", group=False)
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+    assert "Saved as the group's note" in text_of(saved["messages"][-1]["content"])
+    first = _recalled(asked).splitlines()[0]
+    assert "The boat to the island leaves at 9:00" in first and "the group's note, said by Leo" in first, first
+    assert "boat to the island" not in _prompt(private)
