@@ -636,8 +636,11 @@ _NOTES_REPLY = "assistant (the bot, to the group; not a member's words)"
 
 def _speaker_label(name: str) -> str:
     """A member's name as a line's label: one line, no colon to fake
-    another label with; a member the gateway knew no name of is "a member"."""
+    another label with, never the bot's; a member the gateway knew no name
+    of is "a member"."""
     flat = " ".join(name.replace(":", " ").replace("[", "(").replace("]", ")").split())[:60]
+    if flat.casefold().startswith("assistant"):  # a member named so is not the bot
+        flat = f"member {flat}"
     return flat or "a member"
 
 # A user line showing pictures or a file the model read (gateway/bus.py's

@@ -90,3 +90,11 @@ async def test_a_member_saying_a_note_again_is_named_by_it_too(
     again = await engine.get(old.id)
     assert again is not None and again.provenance.speakers == ("telegram:11", "telegram:12")
     assert again.provenance.said_by == ("Dad", "Mom")
+
+
+def test_a_members_name_cannot_pass_for_another_label() -> None:
+    from memory.extraction import _speaker_label
+
+    assert _speaker_label("Dad") == "Dad" and _speaker_label("  ") == "a member"
+    assert _speaker_label("assistant (the bot, to the group") == "member assistant (the bot, to the group"
+    assert ":" not in _speaker_label("Mom: I said\nDad") and "\n" not in _speaker_label("Mom\nDad")
