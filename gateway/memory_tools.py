@@ -28,6 +28,7 @@ from memory.cues import MAX_TERMS
 from memory.format import fit_budget, format_hit
 from memory.groupowner import group_owner
 from memory.origin import carried
+from memory.tokenize import query_terms
 from memory.types import Category, Provenance
 
 if TYPE_CHECKING:
@@ -55,6 +56,14 @@ def _notes(backend: MemoryBackend) -> SqliteMemory | None:
     from memory.service import SqliteMemory  # the engine's store: loaded with it
 
     return backend if isinstance(backend, SqliteMemory) else None
+
+
+def _in_their_words(content: str, message: str) -> bool:
+    """Does the asker's message say most of what a group's note would
+    keep (half its search terms, stop words aside)? The note names them as
+    who said it."""
+    terms = {t for t, _ in query_terms(content)}
+    return bool(terms) and 2 * len(terms & {t for t, _ in query_terms(message)}) >= len(terms)
 
 
 _SEARCH_LIMIT_MAX = 10
@@ -141,6 +150,12 @@ def memory_tools(
         if category == Category.CREDENTIAL.value:
             raise ToolError("a group's notes never keep a secret: every member reads them. Tell them to save it "
                             "in a private chat with you")
+        if not _in_their_words(content, ctx.message_text):
+            # Another member's words in the history may be what asks ("when Alice
+            # asks next, save for her: ..."): the note would be cited as hers.
+            raise ToolError("a group's note is saved only from what the asking member says in this very message, "
+                            "and is cited as said by them; nothing was saved. Tell them to say it themselves, or to "
+                            "ask in a private chat to keep something of their own")
         hit = await notes.remember(
             group_owner(ctx.channel, ctx.chat_id),
             content,

@@ -67,10 +67,7 @@ summaries may take: a week's days, with room left for the facts."""
 
 BufferListener = Callable[[str], Awaitable[None] | None]
 
-_INSERT_BUFFER = """INSERT OR IGNORE INTO extraction_buffer
-    (owner, channel, chat_id, sender_id, message_id, role, content, token_count, created_at, in_group)"""
-_BUFFER_VALUES = f"{_INSERT_BUFFER} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-# With who spoke, for a group's own copy of a line (memory/groupnotes.py).
+# With who spoke, for a group's own copy of a line (memory/groupnotes.py); '' for a member's own.
 _INSERT_LINE = """INSERT OR IGNORE INTO extraction_buffer
     (owner, channel, chat_id, sender_id, message_id, role, content, token_count, created_at, in_group,
      speaker, speaker_name)"""
@@ -489,33 +486,55 @@ class SqliteMemory(MemoryBackend):
         content = _clean(turn.content)
         if not mid or not content:
             return "untracked"
-        correction = f"{mid}{EDITED_SUFFIX}"
+        # A group's own copy of the line (memory/groupnotes.py) is edited the same way, in the same transaction.
+        group = (group_owner(turn.channel, turn.chat_id)
+                 if turn.channel and turn.chat_id and not is_group_owner(owner) else "")
         async with self.engine.db.transaction() as conn:
-            async with conn.execute(
-                f"""SELECT id, sender_id, message_id, created_at, in_group FROM extraction_buffer
-                    WHERE owner = ? AND channel = ? AND chat_id = ? AND message_id IN (?, ?) AND role = 'user'
-                      AND {NOT_GONE} ORDER BY id DESC LIMIT 1""",
-                (owner, turn.channel, turn.chat_id, mid, correction),
-            ) as cur:
-                waiting = await cur.fetchone()
-            if waiting is not None:
-                words = content if waiting["message_id"] == mid else f"{EDITED_MARK} {content}"
-                await drop_lines(conn, [waiting["id"]])
-                row = (owner, turn.channel, turn.chat_id, waiting["sender_id"], waiting["message_id"], "user",
-                       words, estimate_tokens(words), waiting["created_at"], waiting["in_group"] or int(turn.group))
-                outcome = "replaced"
-            elif await _cites(conn, "daily_events", owner, turn.channel, turn.chat_id, mid) or await _cites(
-                conn, "memories", owner, turn.channel, turn.chat_id, mid
-            ):
-                words = f"{EDITED_MARK} {content}"
-                row = (owner, turn.channel, turn.chat_id, turn.sender_id, correction, "user",
-                       words, estimate_tokens(words), self.engine.now(), int(turn.group))
-                outcome = "corrected"
+            outcome = await self._revise_lines(conn, owner, turn, content)
+            if group and await self._revise_lines(conn, group, turn, content, speaker=owner) != "untracked":
+                notified = [owner, group]
             else:
-                return "untracked"
-            await conn.execute(_BUFFER_VALUES, row)
+                notified = [owner]
+        if outcome == "untracked" and len(notified) == 1:
+            return outcome
         log.info("edited message handed to memory", owner=owner, outcome=outcome)
-        await self._notify(owner)
+        for who in notified:
+            await self._notify(who)
+        return outcome
+
+    async def _revise_lines(
+        self, conn: aiosqlite.Connection, owner: str, turn: Turn, content: str, *, speaker: str = ""
+    ) -> str:
+        """:meth:`revise` for ``owner``'s lines (a group's copy: those
+        ``speaker`` said, kept with their speaker)."""
+        mid = turn.message_id
+        correction = f"{mid}{EDITED_SUFFIX}"
+        mine = " AND speaker = ?" if speaker else ""
+        async with conn.execute(
+            f"""SELECT id, sender_id, message_id, created_at, in_group, speaker_name FROM extraction_buffer
+                WHERE owner = ? AND channel = ? AND chat_id = ? AND message_id IN (?, ?) AND role = 'user'
+                  AND {NOT_GONE}{mine} ORDER BY id DESC LIMIT 1""",
+            (owner, turn.channel, turn.chat_id, mid, correction, *((speaker,) if speaker else ())),
+        ) as cur:
+            waiting = await cur.fetchone()
+        if waiting is not None:
+            words = content if waiting["message_id"] == mid else f"{EDITED_MARK} {content}"
+            await drop_lines(conn, [waiting["id"]])
+            row = (owner, turn.channel, turn.chat_id, waiting["sender_id"], waiting["message_id"], "user",
+                   words, estimate_tokens(words), waiting["created_at"], waiting["in_group"] or int(turn.group),
+                   speaker, waiting["speaker_name"])
+            outcome = "replaced"
+        elif await _cites(conn, "daily_events", owner, turn.channel, turn.chat_id, mid) or await _cites(
+            conn, "memories", owner, turn.channel, turn.chat_id, mid
+        ):
+            words = f"{EDITED_MARK} {content}"
+            row = (owner, turn.channel, turn.chat_id, turn.sender_id, correction, "user",
+                   words, estimate_tokens(words), self.engine.now(), int(turn.group),
+                   speaker, turn.speaker_name if speaker else "")
+            outcome = "corrected"
+        else:
+            return "untracked"
+        await conn.execute(_LINE_VALUES, row)
         return outcome
 
     async def retract(

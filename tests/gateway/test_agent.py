@@ -115,7 +115,8 @@ async def test_memory_save_in_a_group_saves_the_groups_note_naming_the_asker(
     said in a family group: saved as the group's own note (memory/groupnotes.py),
     read by every member there, naming who said it, erased with them; never
     the asker's own memory, never a secret."""
-    mia = replace(ALICE, private=False, chat_id="-100900", sender_name="Mom")
+    mia = replace(ALICE, private=False, chat_id="-100900", sender_name="Mom",
+                  message_text="remember for everyone: Mia is allergic to peanuts, no satay")
     fake_llm.queue_reply(None, tool_calls=[{"name": "memory_save", "arguments": {
         "content": "Mia is allergic to peanuts", "category": "identity"}}])
     fake_llm.queue_reply("Noted for the whole group.")
@@ -134,6 +135,13 @@ async def test_memory_save_in_a_group_saves_the_groups_note_naming_the_asker(
     async with _llm(fake_llm) as llm:
         await Agent(llm, tools=memory_tools(SqliteMemory(engine))).run(SYSTEM, mia)
     assert "never keep a secret" in _tool_messages(fake_llm.requests[-1])[0]
+    # Nor what the asker did not say: another member's words in the history may be what asks.
+    fake_llm.queue_reply(None, tool_calls=[{"name": "memory_save", "arguments": {
+        "content": "Alice wants her data sent to Bob"}}])
+    fake_llm.queue_reply("I cannot.")
+    async with _llm(fake_llm) as llm:
+        await Agent(llm, tools=memory_tools(SqliteMemory(engine))).run(SYSTEM, replace(mia, message_text="what time is it?"))
+    assert "only from what the asking member says in this very message" in _tool_messages(fake_llm.requests[-1])[0]
     assert len(await engine.list_memories("group:telegram:-100900")) == 1
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from memory import ManualClock, MemoryEngine, NewMemory, Provenance
 from memory.backend import Turn
+from memory.buffer import drop_lines
 from memory.groupnotes import chat_of, forget_group, forget_speaker, group_owner, is_group_owner, readers
 from memory.merge import move_owner
 from memory.scope import shown_in
@@ -17,6 +18,7 @@ from memory.service import SqliteMemory
 FAMILY = ("telegram", "-100900")
 FRIENDS = ("telegram", "-100901")
 DAD, MOM, LEO = "telegram:11", "telegram:12", "telegram:14"
+GROUP_FAMILY = "group:telegram:-100900"
 
 
 def _note(content: str, chat: tuple[str, str], *speakers: tuple[str, str]) -> NewMemory:
@@ -214,3 +216,24 @@ async def test_last_weeks_talk_in_a_group_is_the_groups_own_days_there_only(
     assert await memory.recall(LEO, "what did we talk about last week?") == []  # his private chat: not the group's
     assert all(h.id != day.id for h in await memory.recall(LEO, "what did we talk about last week?",
                                                            private=False, chat=FRIENDS))
+
+
+async def test_an_edited_group_message_is_edited_in_the_groups_copy_too(engine: MemoryEngine) -> None:
+    memory = SqliteMemory(engine)
+    at = datetime(2026, 3, 2, 10, tzinfo=UTC)
+    said = Turn(owner=DAD, channel="telegram", chat_id="-100900", role="user", content="I'll rent the boat",
+                sender_id="11", message_id="9", at=at, group=True, speaker_name="Dad")
+    await memory.buffer([said])
+    assert await memory.revise(Turn(**{**said.__dict__, "content": "I'll rent the canoe"})) == "replaced"
+    lines = [tuple(r) for r in await engine.db.fetchall(
+        "SELECT owner, content, speaker, speaker_name FROM extraction_buffer ORDER BY id")]
+    assert lines == [(DAD, "I'll rent the canoe", "", ""), (GROUP_FAMILY, "I'll rent the canoe", DAD, "Dad")]
+    # Learnt already: the group's note citing it gets a correction under the group, by its speaker.
+    async with engine.db.transaction() as conn:  # as if extracted
+        await drop_lines(conn, [r[0] for r in await engine.db.fetchall("SELECT id FROM extraction_buffer")])
+    await engine.add(NewMemory(owner=GROUP_FAMILY, content="Dad rents the canoe", provenance=Provenance(
+        channel="telegram", chat_id="-100900", group=True, message_ids=("9",), speakers=(DAD,))))
+    assert await memory.revise(Turn(**{**said.__dict__, "content": "I'll rent a kayak"})) == "untracked"
+    lines = [tuple(r) for r in await engine.db.fetchall(
+        "SELECT owner, message_id, content, speaker FROM extraction_buffer ORDER BY id")]
+    assert lines == [(GROUP_FAMILY, "9#edited", "(edited) I'll rent a kayak", DAD)]
