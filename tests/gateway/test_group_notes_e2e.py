@@ -196,3 +196,37 @@ async def test_memory_save_in_a_group_is_read_by_another_member_there_naming_who
     first = _recalled(asked).splitlines()[0]
     assert "The boat to the island leaves at 9:00" in first and "the group's note, said by Leo" in first, first
     assert "boat to the island" not in _prompt(private)
+
+
+async def test_the_bot_leaving_by_the_service_message_erases_that_groups_memory_only(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """A basic group tells the bot's own leaving by ``left_chat_member``; a
+    ``my_chat_member`` that adds it back, or of a private chat, erases nothing."""
+    other = -100701
+    async with FakeOpenAI(api_key="sk-group-notes-0123456789", responder=Scripted()) as llm, FakeTelegram() as tg:
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, gateway={"timezone": "UTC"})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            assert app.loop is not None
+            for n, chat in enumerate((FAMILY, other), 1):
+                tg.push_text(chat, DAD, "I'll book the hotel", chat_type="supergroup", first_name="Dad", mention=True)
+                await tg.wait_sent(n, timeout=10)
+            tg.push_text(DAD, DAD, "hello", first_name="Dad")
+            await tg.wait_sent(3, timeout=10)
+            assert await app.loop.drain(5)
+            owners = (f"group:telegram:{FAMILY}", f"group:telegram:{other}")
+            had = [await _group_rows(app, o) for o in owners]
+            tg.push_bot_removed(FAMILY, by=MOM, status="member")  # added back: nothing goes
+            tg.push_bot_removed(DAD, by=DAD)  # a private chat's "kicked": the user blocked the bot
+            await asyncio.sleep(0.5)
+            assert await app.loop.drain(5)
+            kept = [await _group_rows(app, o) for o in owners]
+            tg.push_left(FAMILY, tg.bot_id, by=MOM)
+            left = await _gone(app, owners[0])
+            still = await _group_rows(app, owners[1])
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+    assert had == kept and all(had)  # each group's copy of Dad's line (and the reply to him)
+    assert left == 0 and still == had[1]
