@@ -237,3 +237,14 @@ async def test_an_edited_group_message_is_edited_in_the_groups_copy_too(engine: 
     lines = [tuple(r) for r in await engine.db.fetchall(
         "SELECT owner, message_id, content, speaker FROM extraction_buffer ORDER BY id")]
     assert lines == [(GROUP_FAMILY, "9#edited", "(edited) I'll rent a kayak", DAD)]
+
+
+async def test_a_group_upgraded_to_a_supergroup_keeps_its_notes_under_the_new_id(engine: MemoryEngine) -> None:
+    memory = SqliteMemory(engine)
+    note = await engine.add(_note("Dad is booking the hotel for the lake trip", ("telegram", "-900"), (DAD, "Dad")))
+    await engine.move_chat("telegram", "-900", "-100900")  # what the loop's chat_moves run first
+    assert await memory.move_group("telegram", "-900", "-100900") >= 1
+    moved = await engine.get(note.id)
+    assert moved is not None and moved.owner == GROUP_FAMILY and moved.provenance.chat_id == "-100900"
+    assert [h.id for h in await memory.recall(LEO, "who is booking the hotel?", private=False, chat=FAMILY)] == [note.id]
+    assert await memory.recall(LEO, "who is booking the hotel?", private=False, chat=("telegram", "-900")) == []
