@@ -111,6 +111,7 @@ from channels.media import (
     placeholder,
 )
 from gateway.bus import (
+    BOT_LEFT,
     EDIT,
     LEFT,
     MESSAGE,
@@ -156,7 +157,8 @@ NOT_FOUND_MESSAGE = (
 )
 # Edits too: the stored words of the message follow (gateway/revisions.py).
 # Telegram tells bots nothing when a message is deleted, so there is no recall.
-_ALLOWED_UPDATES = [UpdateType.MESSAGE, UpdateType.EDITED_MESSAGE]
+# my_chat_member: the bot's own membership changed (removed from a group).
+_ALLOWED_UPDATES = [UpdateType.MESSAGE, UpdateType.EDITED_MESSAGE, UpdateType.MY_CHAT_MEMBER]
 # Message contents a user sends that carry no text to answer.
 _UNREADABLE_KINDS = (
     "photo", "sticker", "voice", "audio", "video", "video_note", "animation", "document",
@@ -1341,6 +1343,14 @@ class TelegramChannel(BaseChannel):
         LEFT, whoever they are (no allow-list: it only takes away), so the
         jobs they made there stop speaking for them. True when ``update``
         was such a service message."""
+        mine = update.my_chat_member
+        if mine is not None:
+            # The bot's own membership: removed from (or left) a group, the
+            # group's own memory goes (LEFT of BOT_LEFT). Anything else
+            # (added, made admin, a private chat blocked) changes nothing here.
+            if mine.chat.type in ("group", "supergroup") and mine.new_chat_member.status in ("left", "kicked"):
+                await self._bot_removed(str(mine.chat.id))
+            return True
         msg = update.message
         if msg is None or msg.left_chat_member is None:
             return False
@@ -1351,7 +1361,15 @@ class TelegramChannel(BaseChannel):
                 channel=self.name, chat_id=str(msg.chat.id), sender_id=str(gone.id), text="", is_group=True,
                 kind=LEFT, message_id=str(msg.message_id),
             ))
+        else:
+            await self._bot_removed(str(msg.chat.id))
         return True
+
+    async def _bot_removed(self, chat_id: str) -> None:
+        self.log.info("bot removed from a group", chat_id=chat_id)
+        await self.bus.publish_inbound(InboundMessage(
+            channel=self.name, chat_id=chat_id, sender_id=BOT_LEFT, text="", is_group=True, kind=LEFT,
+        ))
 
     def _tell_moved(self, old: str, new: str) -> None:
         """Put a MOVED event (``chat_id`` the new id, ``moved_from`` the old)

@@ -429,6 +429,12 @@ class App:
         moves = getattr(self.backend, "engine", None)  # None: the file store, which no group reads
         if moves is not None:  # a group reads what was said in it, under its new id too
             self.loop.chat_moves["memories"] = moves.move_chat
+        if moves is not None:  # a group's own memory (memory/groupnotes.py)
+            from memory.service import SqliteMemory
+
+            assert isinstance(self.backend, SqliteMemory)  # the engine's store
+            self.loop.chat_moves["group_memory"] = self.backend.move_group  # after its rows' chat moved
+            self.loop.bot_left["group_memory"] = self.backend.forget_group  # the bot removed: it goes
 
         if cfg.cron.enabled:
             await self._open_cron()

@@ -22,7 +22,7 @@ from memory.errorlog import Wordless
 from memory.tokens import estimate_tokens, prefix_within
 
 __all__ = [
-    "AGAIN", "EDIT", "FILE_NOT_READ", "FORWARD_TOKENS", "LEFT", "MESSAGE", "MOVED", "PHOTO_NOT_READ", "RECALL", "ROUTING_KEYS", "VOICE", "VOICE_NOT_READ",
+    "AGAIN", "BOT_LEFT", "EDIT", "FILE_NOT_READ", "FORWARD_TOKENS", "LEFT", "MESSAGE", "MOVED", "PHOTO_NOT_READ", "RECALL", "ROUTING_KEYS", "VOICE", "VOICE_NOT_READ",
     "Attachment", "Audio", "Document",
     "Forwarded", "Image", "InboundMessage", "MessageBus", "NotKept", "OutboundMessage", "app_in_chinese", "audio_mark",
     "audio_not_read", "forwarded_text", "forwards_from_history", "not_heard", "notes_in_chinese", "picture_mark",
@@ -52,6 +52,10 @@ MOVED = "moved"
 # A member left the group, or was removed (``sender_id``: theirs): what
 # they set up there to speak for them (scheduled jobs) goes. No words.
 LEFT = "left"
+# ... whose member is the bot itself: it was removed from the group (or
+# left it), and the group's own memory goes (memory/groupnotes.py). No
+# platform id has this shape (Telegram's are numbers, Feishu's ou_/on_ ids).
+BOT_LEFT = "@bot"
 
 
 # The history's mark for pictures nobody saw (a download failed, the model

@@ -444,12 +444,19 @@ class MemoryConfig(_Model):
     @field_validator("identities")
     @classmethod
     def _identities(cls, v: dict[str, list[str]]) -> dict[str, list[str]]:
+        # Here, not at the top: importing the config stays light (BENCHMARKS.md).
+        from memory.groupowner import GROUP_PREFIX, is_group_owner
+
         seen: dict[str, str] = {}
         for user, handles in v.items():
             if not user or user.startswith("_"):
                 raise ValueError(f"invalid user name {user!r}: must be non-empty, not start with '_'")
+            if is_group_owner(user):
+                # A group's own notes are owned so (memory/groupnotes.py): a user named
+                # so would read and erase them as theirs.
+                raise ValueError(f"invalid user name {user!r}: '{GROUP_PREFIX}' names a group's own memory")
             for h in handles:
-                if not re.fullmatch(r"[a-z]+:.+", h):
+                if not re.fullmatch(r"[a-z]+:.+", h) or is_group_owner(h):
                     raise ValueError(f"invalid handle {h!r} for {user!r} (use channel:sender_id)")
                 if h in seen and seen[h] != user:
                     raise ValueError(f"handle {h!r} is mapped to both {seen[h]!r} and {user!r}")

@@ -49,12 +49,12 @@ from memory.errorlog import Wordless
 from memory.identity import IdentityMap
 from memory.lru import LRU
 from memory.prefilter import should_retrieve
-from memory.scope import Chat
+from memory.scope import Chat, in_group
 from memory.types import Hit
 
 from .agent import Agent, AgentReply, apology
 from .bus import (
-    EDIT, FILE_NOT_READ, LEFT, MESSAGE, MOVED, PHOTO_NOT_READ, RECALL, Attachment, Forwarded, InboundMessage,
+    BOT_LEFT, EDIT, FILE_NOT_READ, LEFT, MESSAGE, MOVED, PHOTO_NOT_READ, RECALL, Attachment, Forwarded, InboundMessage,
     MessageBus, OutboundMessage, app_in_chinese, audio_not_read, not_heard, notes_in_chinese, words_in_chinese,
 )
 from .chattitles import ChatTitles
@@ -490,6 +490,9 @@ class ProcessLoop:
         # away when they leave it (LEFT; cron.db's jobs): name -> its
         # removal ``(channel, chat_id, user)``, how many.
         self.member_left: dict[str, Callable[[str, str, str], Awaitable[int]]] = {}
+        # What goes when the bot itself is removed from a group (a LEFT of
+        # BOT_LEFT: the group's own memory): name -> ``(channel, chat_id)``, how many.
+        self.bot_left: dict[str, Callable[[str, str], Awaitable[int]]] = {}
         # Told after a turn is buffered where the chat's window now starts
         # ``(channel, chat_id, oldest row's time)``: memory extracts what
         # left it (ExtractionService.left_window, the pre-compaction flush).
@@ -854,6 +857,10 @@ class ProcessLoop:
         """A member left a group (LEFT): what spoke for them there goes
         (``member_left``: their cron jobs); how many of each. Again for
         the same member removes nothing more (the next start's, a redelivery)."""
+        if msg.sender_id == BOT_LEFT:
+            erased = {name: await forget(msg.channel, msg.chat_id) for name, forget in self.bot_left.items()}
+            log.info("bot removed from a group; the group's own memory erased", chat=msg.session_key, **erased)
+            return erased
         gone = self.identities.resolve(msg.channel, msg.sender_id)
         removed = {name: await remove(msg.channel, msg.chat_id, gone) for name, remove in self.member_left.items()}
         log.info("member left a group; what spoke for them there removed", chat=msg.session_key, user=gone, **removed)
@@ -1073,6 +1080,7 @@ class ProcessLoop:
             tz=tz,
             forwards=bool(msg.forwarded),
             files=bool(msg.documents),
+            sender_name=msg.sender_name if msg.is_group else "",
         )
         # In a group every user turn is marked with who said it, and the
         # rules name whose memories were recalled: the sender's, or for a
@@ -1431,10 +1439,21 @@ class ProcessLoop:
             context.reverse()
             if quoted:  # "what do you think of this?": the message replied to says what "this" is
                 context.append(quoted[:QUOTE_CHARS])
-            return await self.backend.recall(user, text, context=context, private=private, tz=tz, chat=chat)
+            hits = await self.backend.recall(user, text, context=context, private=private, tz=tz, chat=chat)
+            return await self._titled(hits) if private else hits
         except Exception as exc:  # memory trouble costs the memory block, not the reply
             log.error("memory recall failed", user=user, **error_fields(exc))  # FTS5 quotes the query
             return []
+
+    async def _titled(self, hits: list[Hit]) -> list[Hit]:
+        """In a private chat, a memory said in a group is cited by the
+        group's title as last seen (gateway/chattitles.py), when known."""
+        groups = {h.provenance.channel + ":" + h.provenance.chat_id: h for h in hits
+                  if h.provenance.chat_id and in_group(h.provenance)}
+        if self.titles is None or not groups:
+            return hits
+        names = await self.titles.names(groups)
+        return [replace(h, title=names.get(h.provenance.channel + ":" + h.provenance.chat_id, "")) for h in hits]
 
     async def _reply(
         self, msg: InboundMessage, text: str, owner: str, attachment: Attachment | None = None, *,

@@ -531,6 +531,7 @@ class StoredMessage:
             message_id=self.message_id,
             at=parse_ts(self.created_at),
             group=group,
+            speaker_name=self.sender_name if group else "",
         )
 
 

@@ -33,6 +33,7 @@ class ToolContext:
     # sends): a memory saved in its turn may be theirs, and is cited so.
     forwards: bool = False
     files: bool = False
+    sender_name: str = ""  # in a group, the asker's name there (a note saved names who said it)
 
 
 @dataclass(frozen=True)

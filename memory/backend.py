@@ -38,6 +38,10 @@ class Turn:
     group: bool = False
     """Said in a group chat: extraction then shows the memory model only
     what that group may read of the member (memory/scope.py)."""
+    speaker_name: str = ""
+    """In a group, the sender's name as the group knows it (the bot's
+    reply: ''): the group's own copy of the line says who spoke
+    (memory/groupnotes.py)."""
 
 
 @runtime_checkable

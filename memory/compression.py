@@ -43,6 +43,7 @@ from .decay import decay_factor
 from .engine import REFRESH, TIER1, MemoryEngine, content_hash, row_to_memory
 from .errorlog import error_fields
 from .forgetting import repeats_forgotten
+from .groupowner import GROUP_PREFIX, is_group_owner
 from .lease import Lease, Leases
 from .scope import in_group
 from .llm import Candidate, MemoryLLM, MemoryLLMError, ProfileEntry
@@ -182,8 +183,12 @@ class Compressor:
             self.engine.db.larger_cache(),
         ):
             rows = await self.engine.db.fetchall(
+                # A group's own days (memory/groupnotes.py) are not retold as
+                # facts: a fact from them would not name who spoke, which
+                # their erasure needs. Its notes and days are read as they are.
                 "SELECT id, owner, event_date, channel, chat_id, summary, provenance FROM daily_events "
-                "WHERE is_compressed = 0 AND event_date < ? ORDER BY owner, event_date, id",
+                f"WHERE is_compressed = 0 AND event_date < ? AND owner NOT LIKE '{GROUP_PREFIX}%' "
+                "ORDER BY owner, event_date, id",
                 (latest,),
             )
             later = await self.engine.db.fetchone(
@@ -286,6 +291,11 @@ class Compressor:
                 "SELECT DISTINCT owner FROM memories WHERE status = 'active' ORDER BY owner")]
             for owner in owners:
                 await self._archive_decayed(owner, now, report)
+                if is_group_owner(owner):
+                    # A group's notes fade as anyone's, but are never merged (a
+                    # merged note would not name who spoke each, which their
+                    # erasure needs) nor made anyone's Core Memory.
+                    continue
                 parts = await self.engine.db.fetchall(
                     "SELECT project, topic FROM memories WHERE owner = ? AND tier = 2 AND status = 'active' "
                     "GROUP BY project, topic HAVING COUNT(*) >= ? ORDER BY project, topic",

@@ -107,17 +107,24 @@ def merged_refs(have: Sequence[str], new: Sequence[str]) -> tuple[str, ...]:
 
 
 def _cited(
-    provenance: Provenance, lines: Sequence[int], line_refs: Sequence[str], line_messages: Sequence[str] = ()
+    provenance: Provenance, lines: Sequence[int], line_refs: Sequence[str], line_messages: Sequence[str] = (),
+    line_speakers: Sequence[tuple[str, str]] = (),
 ) -> Provenance:
     """``provenance`` with the refs of the input ``lines`` a fact names
-    (``line_refs[i - 1]``), and the platform messages they were
-    (``line_messages[i - 1]``); all of the input's when none of them is valid."""
+    (``line_refs[i - 1]``), the platform messages they were
+    (``line_messages[i - 1]``) and, for a group's note, who spoke them
+    (``line_speakers[i - 1]``: owner id and name, '' for the bot's reply);
+    all of the input's when none of them is valid."""
     refs = tuple(dict.fromkeys(line_refs[i - 1] for i in lines if 1 <= i <= len(line_refs)))
     mids = tuple(dict.fromkeys(m for i in lines if 1 <= i <= len(line_messages) and (m := line_messages[i - 1])))
+    spoke = [line_speakers[i - 1] for i in lines if 1 <= i <= len(line_speakers) and line_speakers[i - 1][0]]
     if refs:
         provenance = replace(provenance, refs=refs)
     if mids:
         provenance = replace(provenance, message_ids=mids)
+    if spoke:
+        provenance = replace(provenance, speakers=tuple(dict.fromkeys(who for who, _ in spoke)),
+                             said_by=tuple(dict.fromkeys(name for _, name in spoke if name)))
     return provenance
 
 
@@ -337,6 +344,7 @@ class Consolidator:
         line_times: Sequence[str] = (),
         said_at: str = "",
         revive: bool = True,
+        line_speakers: Sequence[tuple[str, str]] = (),
     ) -> Applied:
         """Write ``facts`` inside the caller's transaction.
 
@@ -370,7 +378,7 @@ class Consolidator:
             if fact.project in aliases:
                 fact = replace(fact, project=aliases[fact.project])
             words = "\n".join(said[i - 1] for i in fact.lines if 1 <= i <= len(said))
-            prov = _cited(provenance, fact.lines, line_refs, line_messages)
+            prov = _cited(provenance, fact.lines, line_refs, line_messages, line_speakers)
             replaced = cands.get(fact.updates)
             # A fact its owner shared with this group, updated or restated
             # here: the group's fact stands for it in this group alone
@@ -403,7 +411,7 @@ class Consolidator:
                 # A group searches its facts by their source words: another
                 # chat's words (a private one) must not join a group's fact.
                 heard = words if not in_group(same.provenance) or _chat(same.provenance) == _chat(prov) else ""
-                await self._reinforce(conn, same, fact, heard, prov.refs)
+                await self._reinforce(conn, same, fact, heard, prov.refs, prov)
                 out.reinforced.append(same.id)
                 await write_log(
                     conn, at=at, job=job, owner=owner, action="reinforce", memory_id=same.id,
@@ -490,7 +498,8 @@ class Consolidator:
         return row_to_memory(row) if row else None
 
     async def _reinforce(
-        self, conn: aiosqlite.Connection, m: Memory, fact: Fact, words: str, refs: Sequence[str]
+        self, conn: aiosqlite.Connection, m: Memory, fact: Fact, words: str, refs: Sequence[str],
+        said: Provenance | None = None,
     ) -> None:
         async with conn.execute(
             "SELECT importance, source_text, provenance, search_terms FROM memories WHERE id = ?", (m.id,)
@@ -511,10 +520,15 @@ class Consolidator:
         # otherwise turn back into the fact.
         have = Provenance.from_json(row["provenance"]) if row else m.provenance
         more = merged_refs(have.refs, refs)
-        if more != have.refs:
+        # A group's note said again by another member cites them too (their
+        # erasure takes it: memory/groupnotes.py).
+        speakers = tuple(dict.fromkeys([*have.speakers, *(said.speakers if said is not None else ())]))
+        said_by = tuple(dict.fromkeys([*have.said_by, *(said.said_by if said is not None else ())]))
+        if more != have.refs or speakers != have.speakers or said_by != have.said_by:
             # Same JSON shape as NewMemory's (``refs`` a list): json_each(provenance, '$.refs') reads it.
             await conn.execute(
-                "UPDATE memories SET provenance = ? WHERE id = ?", (replace(have, refs=more).to_json(), m.id)
+                "UPDATE memories SET provenance = ? WHERE id = ?",
+                (replace(have, refs=more, speakers=speakers, said_by=said_by).to_json(), m.id),
             )
 
 

@@ -699,9 +699,16 @@ class MemoryEngine:
         """Erase everything stored about ``owner``: memories of every status,
         events, buffered messages, change-log entries and the import
         ledger's entries of their memory files, in one transaction; then
-        :meth:`purge_erased`. Their file store folder is the caller's
+        :meth:`purge_erased`. Before it, the groups' notes and events drawn
+        from their lines and their lines waiting under a group
+        (memory/groupnotes.py ``forget_speaker``; ``group notes`` counted). Their file store folder is the caller's
         (:meth:`memory.filestore.FileMemory.forget_all`), before this."""
         counts: dict[str, int] = {}
+        # groupnotes imports this module: imported here, not at the top.
+        from .groupnotes import forget_speaker
+
+        # First the groups' notes drawn from their lines (their own transaction; purged below).
+        said = await forget_speaker(self, owner)
         async with self.db.transaction() as conn:
             self.db.bump(TIER1)
             self.db.bump(INDEX)
@@ -732,6 +739,8 @@ class MemoryEngine:
             await drop_ledger(conn, owner)  # their files' import record (the caller erases the files)
         self._projects.pop(owner, None)
         await self.purge_erased()
+        if any(said.values()):
+            counts["group notes"] = said["notes"] + said["events"] + said["buffered"]
         log.info("owner forgotten", owner=owner, **counts)
         return counts
 

@@ -61,6 +61,7 @@ from .corrections import with_corrected
 from .engine import MemoryEngine
 from .errorlog import error_brief, error_fields
 from .llm import Fact, LLMOverflow, MemoryLLM, MemoryLLMError
+from .groupowner import is_group_owner
 from .scope import in_group
 from .service import SqliteMemory, original_message_id
 from .types import Provenance, Source
@@ -142,6 +143,8 @@ class _Row:
     attempts: int
     next_attempt_at: str | None
     in_group: int = 0
+    speaker: str = ""  # a group's own line: the member who spoke (memory/groupnotes.py)
+    speaker_name: str = ""
 
 
 @dataclass
@@ -447,7 +450,7 @@ class ExtractionService:
     async def _next_batch(self, owner: str, *, force: bool) -> list[_Row]:
         raw = await self.engine.db.fetchall(
             f"""SELECT id, channel, chat_id, message_id, role, content, token_count, created_at,
-                      attempts, next_attempt_at, in_group
+                      attempts, next_attempt_at, in_group, speaker, speaker_name
                FROM extraction_buffer WHERE owner = ? AND {_WAITING} ORDER BY id LIMIT 2000""",
             (owner,),
         )
@@ -482,10 +485,11 @@ class ExtractionService:
     async def _zone(self, owner: str) -> tzinfo:
         return await owner_zone(self.zone_of, owner, self.tz)
 
-    def _conversation(self, rows: Sequence[_Row], tz: tzinfo, *, group: bool = False) -> list[str]:
+    def _conversation(self, rows: Sequence[_Row], tz: tzinfo, *, group: bool = False, notes: bool = False) -> list[str]:
         """One line per message (the model sees them numbered L1..LN). In a
         group the bot's replies are marked as not the user's: they answer
-        everyone and may repeat another member's words."""
+        everyone and may repeat another member's words. A group's own batch
+        (``notes``) shows each member's line under their name."""
         lines = []
         day = None
         for r in rows:
@@ -496,6 +500,8 @@ class ExtractionService:
             day = at.date()
             text = r.content if len(r.content) <= MAX_MESSAGE_CHARS else r.content[:MAX_MESSAGE_CHARS] + " […]"
             role = _GROUP_REPLY if group and r.role == "assistant" else r.role
+            if notes:
+                role = _NOTES_REPLY if r.role == "assistant" else _speaker_label(r.speaker_name)
             lines.append(f"[{when}] {role}: {text}")
         return lines
 
@@ -548,6 +554,8 @@ class ExtractionService:
             # The buffer keeps the kind (v3; a Feishu line from before is marked a
             # group's by v4, fail closed); a Telegram group's line from before v3 by its id.
             group = any(r.in_group for r in rows) or (first.channel == "telegram" and first.chat_id.startswith("-"))
+            notes = is_group_owner(owner)  # the group's own batch: its notes (memory/groupnotes.py)
+            group = group or notes
             cands = await self.consolidator.candidates(
                 owner, [r.content for r in rows if r.role == "user"],
                 group=(first.channel, first.chat_id) if group else None,
@@ -555,9 +563,9 @@ class ExtractionService:
             cands = await with_corrected(self.engine, owner, rows, cands)
             await self._step("candidates", owner)
             tz = await self._zone(owner)
-            conversation = self._conversation(rows, tz, group=group)
+            conversation = self._conversation(rows, tz, group=group, notes=notes)
             said = [r.content for r in rows]
-            extraction = await self.llm.extract(conversation, cands.for_prompt(), group=group, words=said)
+            extraction = await self.llm.extract(conversation, cands.for_prompt(), group=group, words=said, notes=notes)
             chat = (first.channel, first.chat_id) if group else None
             more = await self.consolidator.recheck(owner, extraction.facts, cands, group=chat)
             if more is not None:
@@ -566,7 +574,7 @@ class ExtractionService:
                 try:
                     added = range(len(cands.memories) + 1, len(more.memories) + 1)
                     extraction = await self.llm.extract(conversation, more.for_prompt(), group=group,
-                                                        found_for_facts=added, words=said)
+                                                        found_for_facts=added, words=said, notes=notes)
                     cands = more
                 except MemoryLLMError as exc:
                     log.warning("extraction's second look failed; the first answer is kept", owner=owner,
@@ -584,6 +592,11 @@ class ExtractionService:
                 # The buffer ids the facts came from: the batch's identity.
                 refs=tuple(f"buf:{i}" for i in ids),
                 group=group,
+                # A group's note names every member its batch heard, until
+                # a fact names its lines (Consolidator.apply narrows it).
+                speakers=tuple(dict.fromkeys(r.speaker for r in rows if r.speaker)) if notes else (),
+                said_by=tuple(dict.fromkeys(_speaker_label(r.speaker_name) for r in rows
+                                            if r.speaker and r.role == "user")) if notes else (),
             )
             summary = extraction.summary or _fallback_summary(rows)
             marks = ",".join("?" * len(ids))
@@ -604,6 +617,8 @@ class ExtractionService:
                     said=[r.content for r in rows],
                     line_messages=[original_message_id(r.message_id) for r in rows],
                     line_times=[r.created_at for r in rows], said_at=last.created_at,
+                    line_speakers=[(r.speaker, _speaker_label(r.speaker_name) if r.role == "user" else "")
+                                   for r in rows] if notes else (),
                 )
                 await self._step("facts", owner)
                 event = await self.engine.add_event(
@@ -684,6 +699,19 @@ class ExtractionService:
 
 _GROUP_REPLY = "assistant (to the whole group; not the user's words)"
 """How a bot's reply in a group is labelled for the memory model."""
+
+_NOTES_REPLY = "assistant (the bot, to the group; not a member's words)"
+"""How a bot's reply is labelled in a group's own batch (its notes)."""
+
+
+def _speaker_label(name: str) -> str:
+    """A member's name as a line's label: one line, no colon to fake
+    another label with, never the bot's; a member the gateway knew no name
+    of is "a member"."""
+    flat = " ".join(name.replace(":", " ").replace("[", "(").replace("]", ")").split())[:60]
+    if flat.casefold().startswith("assistant"):  # a member named so is not the bot
+        flat = f"member {flat}"
+    return flat or "a member"
 
 # A user line showing pictures or a file the model read (gateway/bus.py's
 # marks): the reply after it says what they show, which counts as the user's.

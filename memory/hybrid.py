@@ -36,6 +36,7 @@ import structlog
 from .engine import MemoryEngine
 from .errorlog import error_brief, error_fields
 from .format import fit_budget
+from .groupowner import readers
 from .retrieval import MAX_QUERY_CHARS, OTHER_PROJECT_FACTOR, Retriever, named_projects
 from .scope import Chat
 from .types import GLOBAL_OWNER, Hit
@@ -241,9 +242,10 @@ class HybridRetriever:
         tz: tzinfo | None = None,
         exclude: Collection[int] = (),
         chat: Chat | None = None,
+        notes: bool = False,
     ) -> list[Hit]:
         """As :meth:`Retriever.retrieve`; ``exclude`` leaves those ids out of
-        both rankings."""
+        both rankings, ``notes`` adds the group's notes to both."""
         text = query_text(query, context)
         if not text:
             return []
@@ -253,7 +255,7 @@ class HybridRetriever:
         task = None if hung else self._start([text, message] if message and message != text else [text])
         lexical = await self.lexical.retrieve(
             user, query, context=context, private=private, now=now, limit=self.depth, projects=projects, tz=tz,
-            exclude=exclude, chat=chat,
+            exclude=exclude, chat=chat, notes=notes,
         )
         vec: np.ndarray | None = None
         if task is not None:
@@ -262,7 +264,7 @@ class HybridRetriever:
             self._fell_back("the endpoint has not answered an earlier query vector yet")
         dense: list[tuple[int, float]] = []
         if vec is not None:
-            owners = [user] if user == GLOBAL_OWNER else [user, GLOBAL_OWNER]
+            owners = readers(user, private=private, chat=chat, notes=notes)
             try:
                 dense = await self.vectors.search(
                     owners, vec, self.depth, private=private, chat=chat, min_similarity=self.min_similarity

@@ -545,6 +545,15 @@ _GROUP_NOTE = (
     "(or a summary) tells of other members is not the user's words: never a fact about the user."
 )
 
+_NOTES_NOTE = (
+    "The {source} is a GROUP chat's, learnt as the GROUP's own notes, which every member may read there, not as "
+    "any one user's: each line is labelled with the member who said it, the bot's replies marked as its own. "
+    "Write what the group decided, planned or assigned (who does what), the dates set, and what members stated "
+    "about shared matters, each fact naming the person it is about or who said it (\"Dad is booking the hotel "
+    "for the lake trip\", \"Lin: 2.0 ships on March 3\"), never \"the user\". A fact only the bot's reply "
+    "states is none. Never a password, key or other secret. The summary tells what the group discussed, by name."
+)
+
 
 _SECOND_LOOK = (
     "Memories {numbers} were found by the facts you wrote from this conversation in a first reading. For each "
@@ -793,7 +802,7 @@ class MemoryLLM:
     async def extract(
         self, conversation: str | Sequence[str], candidates: Sequence[Candidate] = (), *, source: str = "conversation",
         replaced: Sequence[tuple[str, int]] = (), group: bool = False, found_for_facts: Sequence[int] = (),
-        words: Sequence[str] | None = None,
+        words: Sequence[str] | None = None, notes: bool = False,
     ) -> Extraction:
         """Facts and a summary from a conversation (or from event summaries).
 
@@ -811,6 +820,8 @@ class MemoryLLM:
         ``words``: what the lines say, without the labels put in front of
         them (time, role, channel), which the language is judged by: those
         labels are English, and outweighed a short Chinese exchange.
+        ``notes``: a group's own batch, learnt as the group's notes
+        (memory/groupnotes.py): its lines are labelled by who said them.
         """
         rows = conversation.split("\n") if isinstance(conversation, str) else list(conversation)
         # Before the L-numbers, which are Latin letters too.
@@ -818,7 +829,7 @@ class MemoryLLM:
         conversation = "\n".join(f"L{i} {line}" for i, line in enumerate(rows, start=1))
         parts = [
             f"The {source} below is mainly in {lang}: write the facts and the summary in {lang}.",
-            *([_GROUP_NOTE.format(source=source)] if group else []),
+            *([_NOTES_NOTE.format(source=source)] if notes else [_GROUP_NOTE.format(source=source)] if group else []),
             "",
             "Existing memories:",
             _numbered(candidates) or "(none)",

@@ -144,9 +144,21 @@ async def move_owner(engine: MemoryEngine, old: str, new: str, *, job: str) -> d
         same = [r[0] for r in await conn.execute_fetchall(_SAME_LINES, (old, new))]
         await drop_lines(conn, same)  # tombstoned in memory.db first, as every buffer delete
         await conn.execute("UPDATE extraction_buffer SET owner = ? WHERE owner = ?", (new, old))
+        # The groups' notes and lines name who spoke them (memory/groupnotes.py):
+        # the user's erasure finds them by the name they have now.
+        await conn.execute("UPDATE extraction_buffer SET speaker = ? WHERE speaker = ?", (new, old))
+        for table in ("memories", "daily_events"):
+            await conn.execute(_RENAME_SPEAKER.format(table=table), (new, old, old))
         moved = {k: v for k, v in counts.items() if v}
         await write_log(conn, at=at, job=job, owner=new, action="merge_identity", detail={"from": old, **moved})
     return counts
+
+
+_RENAME_SPEAKER = """UPDATE {table} SET provenance = json_set(provenance, '$.speakers', json((
+    SELECT json_group_array(DISTINCT CASE WHEN s.value = ?2 THEN ?1 ELSE s.value END)
+      FROM json_each({table}.provenance, '$.speakers') s)))
+  WHERE owner LIKE 'group:%' AND json_valid(provenance)
+    AND EXISTS (SELECT 1 FROM json_each({table}.provenance, '$.speakers') s WHERE s.value = ?3)"""
 
 
 async def _carry_terms(conn: Any, moved: int, keep: int) -> None:

@@ -96,11 +96,28 @@ def _count(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
 
-def origin(source: str, p: Provenance, *, zh: bool = False) -> str:
+def _titled(title: str) -> str:
+    # A group's title is its members' words, inside a citation: one line, nothing that closes or splits it.
+    flat = " ".join(title.split())
+    for a, b in (("[", "("), ("]", ")"), ("·", "-"), ("<", "‹"), (">", "›"), ('"', "'")):
+        flat = flat.replace(a, b)
+    return flat[:60]
+
+
+def origin(source: str, p: Provenance, *, zh: bool = False, title: str = "") -> str:
     """``source`` (a :class:`~memory.types.Source` value, ``"event"`` for a
     daily event, ``"file"`` for the file store) and provenance ``p`` as
-    words: '' when nothing is known."""
+    words: '' when nothing is known. ``title``: the group's title, when it
+    was said in a group whose title is known (read in a private chat)."""
     ch = p.channel
+    title = _titled(title)
+    if p.speakers and source == "event":  # a group's own day (memory/groupnotes.py)
+        return _zh("本群的聊天摘要", _span(p, zh)) if zh else f"summary of this group's chat{_span(p, zh)}"
+    if p.speakers:  # a group's own note (memory/groupnotes.py): the group's, said by its members
+        names = ", ".join(_file_name(n) for n in p.said_by[:3]) + (" …" if len(p.said_by) > 3 else "")
+        if zh:
+            return _zh("本群的记录，", names, "说的") if names else "本群的记录"
+        return f"the group's note, said by {names}" if names else "the group's note"
     if source == "manual":
         if ch == "web":
             return "在记忆管理页保存" if zh else "saved on the memory page"
@@ -119,12 +136,17 @@ def origin(source: str, p: Provenance, *, zh: bool = False) -> str:
                     else "a message you forwarded" if forwarded else sent)
             return f"from {what} {_place(ch, zh)}" if ch else f"from {what}"
         if ch and _in_group(p):  # "when and where did we agree": in the group, not in private
+            if title:
+                return (_zh("你在", _place(ch, zh), f"的群聊“{title}”中告诉我的") if zh
+                        else f'told by you in the group chat "{title}" {_place(ch, zh)}')
             return _zh("你在", _place(ch, zh), "的群聊中告诉我的") if zh else f"told by you in a group chat {_place(ch, zh)}"
         if ch:
             return _zh("你在", _place(ch, zh), "告诉我的") if zh else f"told by you {_place(ch, zh)}"
         return "你告诉我的" if zh else "told by you"
     if source == "event":
         if ch and _in_group(p):
+            if title:
+                return _zh(_place(ch, zh), f"群聊“{title}”的摘要") if zh else f'summary of the group chat "{title}" {_place(ch, zh)}'
             return _zh(_place(ch, zh), "群聊的摘要") if zh else f"summary of a group chat {_place(ch, zh)}"
         if ch:
             return _zh(_place(ch, zh), "的对话摘要") if zh else f"summary of a chat {_place(ch, zh)}"
@@ -154,6 +176,8 @@ def origin(source: str, p: Provenance, *, zh: bool = False) -> str:
         what = f" of {_count(days, 'conversation', 'conversations')}" if days else ""
         return f"daily summary{what}{_span(p, zh)}"
     if ch and _in_group(p):
+        if title:
+            return _zh("来自", _place(ch, zh), f"的群聊“{title}”") if zh else f'from the group chat "{title}" {_place(ch, zh)}'
         return _zh("来自", _place(ch, zh), "的群聊") if zh else f"from a group chat {_place(ch, zh)}"
     if ch:  # extraction, or anything else said in a chat
         return _zh("来自", _place(ch, zh), "的对话") if zh else f"from a chat {_place(ch, zh)}"

@@ -64,6 +64,7 @@ from .decay import decay_factor
 from .dormant import DORMANT_FACTOR, FADING, live_projects
 from .engine import INDEX, MemoryEngine, memory_index_text, owner_key, row_cues
 from .format import fit_budget
+from .groupowner import readers
 from .lru import LRU
 from .projects import linked_projects
 from .saidthen import replaced_then
@@ -653,11 +654,13 @@ class Retriever:
         tz: tzinfo | None = None,
         exclude: Collection[int] = (),
         chat: Chat | None = None,
+        notes: bool = False,
     ) -> list[Hit]:
         """Top memories (Tier 1 and 2) for ``query``, best first.
 
         ``private=False``: a group, ``chat``, which reads only what the user
         said there and the shared rows (memory/scope.py).
+        ``notes``: there, the group's own notes too (memory/groupnotes.py).
 
         ``exclude``: memory ids the prompt already holds (the Core Memory
         entries it shows): never returned, and they pass no score to their
@@ -687,7 +690,7 @@ class Retriever:
         have = {t.term for t in q}
         for name in sorted(named - _named_projects(query, named)):
             q += [QueryTerm(t, w, True) for t, w in query_terms(name) if t not in have]
-        owners = [user] if user == GLOBAL_OWNER else [user, GLOBAL_OWNER]
+        owners = readers(user, private=private, chat=chat, notes=notes)
         where = shown_in(private=private, chat=chat)
         rows, idf, stats = await self._candidates(
             _MEMORIES, q, owners, select=_MEMORY_COLUMNS, join="memories x", where=where, when=when
@@ -1036,6 +1039,7 @@ def _memory_hit(
         provenance=Provenance.from_json(r["provenance"]),
         neighbour=neighbour,
         replaced=replaced,
+        owner=r["owner"],
     )
 
 

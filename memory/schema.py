@@ -362,8 +362,22 @@ async def _buffer_v4_feishu_lines_fail_closed(conn: aiosqlite.Connection) -> Non
     await conn.execute("UPDATE buffer.extraction_buffer SET in_group = 1 WHERE channel = 'feishu' AND in_group = 0")
 
 
+async def _buffer_v5_speaker(conn: aiosqlite.Connection) -> None:
+    # A group's own copy of a line (owner ``group:<channel>:<chat>``,
+    # memory/groupnotes.py) says who spoke: the member's owner id (for a
+    # bot's reply, the member it answered), found by their erasure, and the
+    # name the group knew them by, which the notes' extraction shows.
+    # Lines from before are members' own: '' for both.
+    async with conn.execute("PRAGMA buffer.table_info(extraction_buffer)") as cur:
+        columns = {r[1] for r in await cur.fetchall()}
+    if "speaker" not in columns:
+        await conn.execute("ALTER TABLE buffer.extraction_buffer ADD COLUMN speaker TEXT NOT NULL DEFAULT ''")
+    if "speaker_name" not in columns:
+        await conn.execute("ALTER TABLE buffer.extraction_buffer ADD COLUMN speaker_name TEXT NOT NULL DEFAULT ''")
+
+
 BUFFER_MIGRATIONS: list[Migration] = [_buffer_v1, _buffer_v2_set_aside, _buffer_v3_in_group,
-                                      _buffer_v4_feishu_lines_fail_closed]
+                                      _buffer_v4_feishu_lines_fail_closed, _buffer_v5_speaker]
 SET_ASIDE_SINCE = BUFFER_MIGRATIONS.index(_buffer_v2_set_aside) + 1
 """The buffer's schema version with ``set_aside_at`` (``myclaw doctor`` reads older files as they are)."""
 

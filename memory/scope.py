@@ -18,6 +18,13 @@ There it is matched on its own words, not those it was drawn from
 (memory/consolidate.py) is read there instead: the shared one is left as
 it is, and read in the owner's other chats (``provenance.replaced_in``).
 
+Besides a member's own rows, a group reads its own notes: rows owned by
+the group (``group:<channel>:<chat_id>``, memory/groupnotes.py), learnt
+from what was said there, each naming who said it; their provenance names
+the group, so the condition below lets them in there and nowhere else, and
+only a search that adds that owner (``readers``) reads them: never a private
+chat, never another group.
+
 The same rule holds when memory learns: the memory model, learning from a
 group's turns or day (memory/extraction.py, memory/compression.py), is
 shown as existing facts only those the group may read, so a new group

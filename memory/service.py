@@ -30,6 +30,8 @@ from .engine import MemoryEngine, more_source_text, row_to_event, row_to_memory
 from .format import fit_budget
 from .forgetting import Forgotten, erase_planned, event_hit, plan_erasure, repeats_forgotten
 from .neighbours import earned
+from .groupnotes import forget_group, move_group
+from .groupowner import group_owner, is_group_owner
 from .scope import Chat
 from .redact import redact_credentials
 from .retrieval import DATED_EVENTS_MAX, MAX_QUERY_CHARS, Retriever
@@ -67,10 +69,12 @@ summaries may take: a week's days, with room left for the facts."""
 
 BufferListener = Callable[[str], Awaitable[None] | None]
 
-_INSERT_BUFFER = """INSERT OR IGNORE INTO extraction_buffer
-    (owner, channel, chat_id, sender_id, message_id, role, content, token_count, created_at, in_group)"""
-_BUFFER_VALUES = f"{_INSERT_BUFFER} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-_ONE_STATEMENT_ROWS = 100  # x 10 parameters, far below SQLite's limit of 32,766
+# With who spoke, for a group's own copy of a line (memory/groupnotes.py); '' for a member's own.
+_INSERT_LINE = """INSERT OR IGNORE INTO extraction_buffer
+    (owner, channel, chat_id, sender_id, message_id, role, content, token_count, created_at, in_group,
+     speaker, speaker_name)"""
+_LINE_VALUES = f"{_INSERT_LINE} VALUES ({', '.join('?' * 12)})"
+_ONE_STATEMENT_ROWS = 100  # x 12 parameters, far below SQLite's limit of 32,766
 _REF = re.compile(r"^\[?\s*([me])(\d{1,12})\b", re.IGNORECASE)
 
 EDITED_MARK = "(edited)"
@@ -128,7 +132,7 @@ class SqliteMemory(MemoryBackend):
         self._saved: list[Callable[[str], None]] = []
         # Group commit (memory/batch.py): the turns concurrent chats buffer
         # now are one multi-row INSERT, one round trip to the writer thread.
-        self._buffer_rows = RowBatcher(engine.db, insert_statement(_INSERT_BUFFER, 10), 10)
+        self._buffer_rows = RowBatcher(engine.db, insert_statement(_INSERT_LINE, 12), 12)
 
     def on_buffered(self, listener: BufferListener) -> None:
         """Call ``listener(owner)`` after turns of ``owner`` were buffered."""
@@ -158,10 +162,11 @@ class SqliteMemory(MemoryBackend):
         else:
             shown = await self.engine.profile_ids(GLOBAL_OWNER, include_global=False, ids=True, tz=tz)
         lx = self.retriever if isinstance(self.retriever, Retriever) else self.retriever.lexical
+        # In a group, the group's own notes too (memory/groupnotes.py).
         # More than the block holds, so a neighbour that earns no place
         # there leaves it to the next best (memory/neighbours.py).
         ranked = await self.retriever.retrieve(user, query, context=context, private=private, tz=tz, exclude=shown,
-                                               chat=chat, limit=2 * lx.max_hits)
+                                               chat=chat, limit=2 * lx.max_hits, notes=not private)
         hits = earned(ranked, partial(fit_budget, max_hits=lx.max_hits, max_chars=lx.max_chars,
                                       token_budget=lx.token_budget))
         # An entry Core Memory no longer shows (its day passed, its budget)
@@ -172,6 +177,8 @@ class SqliteMemory(MemoryBackend):
         hits = await self._with_replaced(user, hits, tz, private=private, chat=chat)
         if private:
             hits = await self._with_period_events(user, query, hits, tz)
+        elif chat is not None and all(chat):  # "what did we talk about last week?": the group's own days
+            hits = await self._with_period_events(group_owner(*chat), query, hits, tz)
         return hits
 
     async def _with_period_events(self, user: str, query: str, hits: list[Hit], tz: tzinfo | None) -> list[Hit]:
@@ -207,6 +214,9 @@ class SqliteMemory(MemoryBackend):
         the message names keeps that one (memory/saidthen.py)."""
         ids = [h.id for h in hits if h.kind == "memory" and h.category != "credential" and h.replaced is None]
         old = await self.engine.replaced_facts(user, ids, private=private, chat=chat)
+        notes = [h.id for h in hits if h.id in ids and is_group_owner(h.owner)]
+        if notes and chat is not None and all(chat) and not private:  # a group's note: what it replaced there
+            old.update(await self.engine.replaced_facts(group_owner(*chat), notes, private=False, chat=chat))
         return [replace(h, replaced=(local_day(old[h.id][0], tz), old[h.id][1])) if h.kind == "memory" and h.id in old
                 else h for h in hits]
 
@@ -214,8 +224,12 @@ class SqliteMemory(MemoryBackend):
         self, user: str, query: str, *, limit: int = 8, private: bool = True, tz: tzinfo | None = None,
         chat: Chat | None = None,
     ) -> list[Hit]:
-        facts = await self.retriever.retrieve(user, query, private=private, limit=limit, tz=tz, chat=chat)
-        events = await self.retriever.search_events(user, query, limit=limit, tz=tz) if private else []
+        facts = await self.retriever.retrieve(user, query, private=private, limit=limit, tz=tz, chat=chat,
+                                              notes=not private)
+        # In a group, the group's own days (memory/groupnotes.py), never the member's.
+        events = (await self.retriever.search_events(user, query, limit=limit, tz=tz) if private else
+                  await self.retriever.search_events(group_owner(*chat), query, limit=limit, tz=tz)
+                  if chat is not None and all(chat) else [])
         hits = _once(sorted([*facts, *events], key=lambda h: -h.score))[:limit]
         self.engine.note_access(h.id for h in hits if h.kind == "memory")
         return hits
@@ -436,6 +450,28 @@ class SqliteMemory(MemoryBackend):
         counts = await self.engine.forget_owner(user)
         return ErasedAll(memories=counts["memories"], events=counts["events"], waiting=counts["buffered"])
 
+    async def forget_group(self, channel: str, chat_id: str) -> int:
+        """The bot was removed from the group: its own memory (notes, days,
+        waiting lines; memory/groupnotes.py) goes, for good. How many rows."""
+        await self._buffer_rows.drain()  # its lines queued now would land after the erasure
+        return sum((await forget_group(self.engine, channel, chat_id)).values())
+
+    async def forget_group_notes(self, chat: Chat, refs: Sequence[str], *, by: str) -> Forgotten:
+        """A member asked, in the group, to forget notes of the group's own
+        (``memory_forget`` there): only that group's rows (:meth:`forget`
+        as its owner), never a member's; the memory log names who asked."""
+        owner = group_owner(*chat)
+        done = await self.forget(owner, refs)
+        if done.erased:
+            async with self.engine.db.transaction() as conn:
+                await write_log(conn, at=self.engine.now(), job="chat", owner=owner, action="forget-in-group",
+                                detail={"by": by, "refs": [h.ref for h in done.erased]})
+        return done
+
+    async def move_group(self, channel: str, old_chat: str, new_chat: str) -> int:
+        """The group's own memory follows it to a new id (memory/groupnotes.py)."""
+        return await move_group(self.engine, channel, old_chat, new_chat)
+
     async def revise(self, turn: Turn, *, before: str = "") -> str:
         """The user edited message ``turn.message_id`` (their own, ``turn.role``
         "user") into ``turn.content``. Returns what memory did:
@@ -457,33 +493,55 @@ class SqliteMemory(MemoryBackend):
         content = _clean(turn.content)
         if not mid or not content:
             return "untracked"
-        correction = f"{mid}{EDITED_SUFFIX}"
+        # A group's own copy of the line (memory/groupnotes.py) is edited the same way, in the same transaction.
+        group = (group_owner(turn.channel, turn.chat_id)
+                 if turn.channel and turn.chat_id and not is_group_owner(owner) else "")
         async with self.engine.db.transaction() as conn:
-            async with conn.execute(
-                f"""SELECT id, sender_id, message_id, created_at, in_group FROM extraction_buffer
-                    WHERE owner = ? AND channel = ? AND chat_id = ? AND message_id IN (?, ?) AND role = 'user'
-                      AND {NOT_GONE} ORDER BY id DESC LIMIT 1""",
-                (owner, turn.channel, turn.chat_id, mid, correction),
-            ) as cur:
-                waiting = await cur.fetchone()
-            if waiting is not None:
-                words = content if waiting["message_id"] == mid else f"{EDITED_MARK} {content}"
-                await drop_lines(conn, [waiting["id"]])
-                row = (owner, turn.channel, turn.chat_id, waiting["sender_id"], waiting["message_id"], "user",
-                       words, estimate_tokens(words), waiting["created_at"], waiting["in_group"] or int(turn.group))
-                outcome = "replaced"
-            elif await _cites(conn, "daily_events", owner, turn.channel, turn.chat_id, mid) or await _cites(
-                conn, "memories", owner, turn.channel, turn.chat_id, mid
-            ):
-                words = f"{EDITED_MARK} {content}"
-                row = (owner, turn.channel, turn.chat_id, turn.sender_id, correction, "user",
-                       words, estimate_tokens(words), self.engine.now(), int(turn.group))
-                outcome = "corrected"
+            outcome = await self._revise_lines(conn, owner, turn, content)
+            if group and await self._revise_lines(conn, group, turn, content, speaker=owner) != "untracked":
+                notified = [owner, group]
             else:
-                return "untracked"
-            await conn.execute(_BUFFER_VALUES, row)
+                notified = [owner]
+        if outcome == "untracked" and len(notified) == 1:
+            return outcome
         log.info("edited message handed to memory", owner=owner, outcome=outcome)
-        await self._notify(owner)
+        for who in notified:
+            await self._notify(who)
+        return outcome
+
+    async def _revise_lines(
+        self, conn: aiosqlite.Connection, owner: str, turn: Turn, content: str, *, speaker: str = ""
+    ) -> str:
+        """:meth:`revise` for ``owner``'s lines (a group's copy: those
+        ``speaker`` said, kept with their speaker)."""
+        mid = turn.message_id
+        correction = f"{mid}{EDITED_SUFFIX}"
+        mine = " AND speaker = ?" if speaker else ""
+        async with conn.execute(
+            f"""SELECT id, sender_id, message_id, created_at, in_group, speaker_name FROM extraction_buffer
+                WHERE owner = ? AND channel = ? AND chat_id = ? AND message_id IN (?, ?) AND role = 'user'
+                  AND {NOT_GONE}{mine} ORDER BY id DESC LIMIT 1""",
+            (owner, turn.channel, turn.chat_id, mid, correction, *((speaker,) if speaker else ())),
+        ) as cur:
+            waiting = await cur.fetchone()
+        if waiting is not None:
+            words = content if waiting["message_id"] == mid else f"{EDITED_MARK} {content}"
+            await drop_lines(conn, [waiting["id"]])
+            row = (owner, turn.channel, turn.chat_id, waiting["sender_id"], waiting["message_id"], "user",
+                   words, estimate_tokens(words), waiting["created_at"], waiting["in_group"] or int(turn.group),
+                   speaker, waiting["speaker_name"])
+            outcome = "replaced"
+        elif await _cites(conn, "daily_events", owner, turn.channel, turn.chat_id, mid) or await _cites(
+            conn, "memories", owner, turn.channel, turn.chat_id, mid
+        ):
+            words = f"{EDITED_MARK} {content}"
+            row = (owner, turn.channel, turn.chat_id, turn.sender_id, correction, "user",
+                   words, estimate_tokens(words), self.engine.now(), int(turn.group),
+                   speaker, turn.speaker_name if speaker else "")
+            outcome = "corrected"
+        else:
+            return "untracked"
+        await conn.execute(_LINE_VALUES, row)
         return outcome
 
     async def retract(
@@ -513,8 +571,11 @@ class SqliteMemory(MemoryBackend):
         if not message_id:
             return out
         ids = (message_id, f"{message_id}{EDITED_SUFFIX}")
-        mine = " AND owner = ?" if owner is not None else ""
-        who = (owner,) if owner is not None else ()
+        # A group's own copy of the sender's line goes too, and the group's
+        # notes drawn from it (memory/groupnotes.py): the sender withdrew it.
+        group = group_owner(channel, chat_id) if channel and chat_id else ""
+        mine = " AND (owner = ? OR (owner = ? AND speaker = ?))" if owner is not None else ""
+        who = (owner, group, owner) if owner is not None else ()
         async with self.engine.db.transaction() as conn:
             async with conn.execute(
                 f"""SELECT id, owner, role, message_id, content FROM extraction_buffer
@@ -527,6 +588,12 @@ class SqliteMemory(MemoryBackend):
             await drop_lines(conn, [r["id"] for r in lines])
             out.buffered_lines = len(lines)
             owners = dict.fromkeys(r["owner"] for r in lines) if owner is None else {owner: None}
+            # The group's own copy, or its notes citing it (a group's message only).
+            if owner is not None and group and (
+                    any(r["owner"] == group for r in lines)
+                    or await _cites(conn, "memories", group, channel, chat_id, message_id)
+                    or await _cites(conn, "daily_events", group, channel, chat_id, message_id)):
+                owners[group] = None
             if owner is None:
                 for table in ("memories", "daily_events"):
                     async with conn.execute(
@@ -613,14 +680,21 @@ class SqliteMemory(MemoryBackend):
             )
             for t in turns
         ]
-        if len(rows) <= _ONE_STATEMENT_ROWS:
+        # A group's line is the group's too: its copy under the group's
+        # owner says who spoke (the bot's reply: the member it answered),
+        # in the same INSERT as the member's own.
+        heard = [(group_owner(t.channel, t.chat_id), *row[1:], t.owner, t.speaker_name if t.role == "user" else "")
+                 for t, row in zip(turns, rows, strict=True)
+                 if t.group and t.channel and t.chat_id and not is_group_owner(t.owner) and t.owner != GLOBAL_OWNER]
+        lines = [*((*row, "", "") for row in rows), *heard]
+        if len(lines) <= _ONE_STATEMENT_ROWS:
             # A turn (two rows) is part of one multi-row INSERT: atomic on
             # its own, shared with the other chats buffering now.
-            await self._buffer_rows.write(rows)
+            await self._buffer_rows.write(lines)
         else:
             async with self.engine.db.transaction() as conn:
-                await conn.executemany(_BUFFER_VALUES, rows)
-        for owner in dict.fromkeys(t.owner for t in turns):
+                await conn.executemany(_LINE_VALUES, lines)
+        for owner in dict.fromkeys([*(t.owner for t in turns), *(h[0] for h in heard)]):
             await self._notify(owner)
 
     async def close(self) -> None:

@@ -85,6 +85,11 @@ class Provenance:
     newer fact said there (``id``) replaced it; the group reads that one
     instead while it exists, the owner's other chats still read this one
     (memory/scope.py, memory/consolidate.py)."""
+    speakers: tuple[str, ...] = ()
+    """A group's note (memory/groupnotes.py): the owner ids of the members
+    whose lines it was drawn from (or who saved it), for their erasure."""
+    said_by: tuple[str, ...] = ()
+    """Their names as the group knew them, for the note's citation."""
 
     def to_json(self) -> str:
         d = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()
@@ -96,7 +101,7 @@ class Provenance:
         if not text:
             return cls()
         d: dict[str, Any] = json.loads(text)
-        for k in ("message_ids", "refs", "shared"):
+        for k in ("message_ids", "refs", "shared", "speakers", "said_by"):
             if k in d:
                 d[k] = tuple(str(x) for x in d[k])
         if "group" in d:
@@ -162,6 +167,7 @@ class Memory:
             topic=self.topic,
             source=self.source.value,
             provenance=self.provenance,
+            owner=self.owner,
         )
 
 
@@ -204,6 +210,11 @@ class Hit:
     # On the last chat summary recall lists for a period the message named:
     # how many more of that period's days had chats (memory_search has them).
     more_days: int = 0
+    # Whose row it is (a group's notes are its group's: memory/groupnotes.py); '' when not told.
+    owner: str = ""
+    # The title of the group it was said in, when known and read elsewhere (a
+    # private chat: "from the group chat "Family" on Telegram"); '' otherwise.
+    title: str = ""
 
     @property
     def ref(self) -> str:
@@ -214,7 +225,7 @@ class Hit:
         can ``/forget``, the day it was recorded, and where it came from in
         words for a person (:func:`memory.origin.origin`; Chinese with
         ``zh``), never internal refs the model could repeat to them."""
-        bits = [self.ref, self.date, origin(self.source, self.provenance, zh=zh)]
+        bits = [self.ref, self.date, origin(self.source, self.provenance, zh=zh, title=self.title)]
         return "[" + " · ".join(b for b in bits if b) + "]"
 
 

@@ -204,6 +204,13 @@ BUFFER_ERAS: dict[str, Era] = {
                                "content": f"carol's {word(v)} is hers alone", "token_count": 8,
                                "created_at": at(v), "in_group": 0}),
     ],
+    "_buffer_v5_speaker": lambda v: [
+        ("extraction_buffer", {"id": 1000 + v, "owner": "group:feishu:oc_team", "channel": "feishu",
+                               "chat_id": "oc_team", "sender_id": "ou_carol", "message_id": f"om_{v}", "role": "user",
+                               "content": f"carol's {word(v)} is the team's plan", "token_count": 8,
+                               "created_at": at(v), "in_group": 1, "speaker": "feishu:ou_carol",
+                               "speaker_name": "Carol"}),
+    ],
 }
 
 # The buffer moved into its own file with this memory.db version.

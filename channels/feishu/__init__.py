@@ -104,6 +104,7 @@ from .drafts import (
     preview,
 )
 from .events import (
+    BOT_LEFT_EVENT,
     LEFT_EVENT,
     MESSAGE_EVENT,
     RECALL_EVENT,
@@ -444,7 +445,7 @@ class FeishuChannel(BaseChannel):
         if not self._receiving:
             raise RuntimeError("the Feishu channel is stopping: event not taken")
         event_type = event_type_of(payload)
-        if event_type not in (MESSAGE_EVENT, RECALL_EVENT, LEFT_EVENT):
+        if event_type not in (MESSAGE_EVENT, RECALL_EVENT, LEFT_EVENT, BOT_LEFT_EVENT):
             self.log.debug("feishu event ignored", event_type=event_type)
             return
         header = payload.get("header")

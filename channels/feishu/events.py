@@ -21,12 +21,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from channels.media import audio_label, is_audio_name
-from gateway.bus import LEFT, RECALL, Forwarded, InboundMessage, Quoted
+from gateway.bus import BOT_LEFT, LEFT, RECALL, Forwarded, InboundMessage, Quoted
 from gateway.commands import is_own_command
 
 from .content import SHARED_TYPES, card_text, flatten_post_content, post_image_keys, resolve_placeholders, shared_words
 
 __all__ = [
+    "BOT_LEFT_EVENT",
     "LEFT_EVENT",
     "MESSAGE_EVENT",
     "RECALL_EVENT",
@@ -52,6 +53,8 @@ MESSAGE_EVENT = "im.message.receive_v1"
 RECALL_EVENT = "im.message.recalled_v1"
 # Members left a group or were removed from it: a LEFT for each.
 LEFT_EVENT = "im.chat.member.user.deleted_v1"
+# The bot removed from a group: a LEFT of BOT_LEFT (the group's own memory goes).
+BOT_LEFT_EVENT = "im.chat.member.bot.deleted_v1"
 # What a user sends that has no text: parsed with text "" and metadata
 # "unreadable", so the channel answers with a note instead of silence.
 UNREADABLE_TYPES = frozenset({"image", "file", "audio", "media", "sticker"})
@@ -261,11 +264,15 @@ def parse_message_event(
 def parse_left_event(payload: Mapping[str, Any]) -> list[InboundMessage]:
     """Parse one ``im.chat.member.user.deleted_v1`` event: ``{chat_id,
     users: [{user_id: {open_id, ...}}]}``, a LEFT for each member named by
-    open_id (as their messages are: their jobs are theirs by it). Raises
+    open_id (as their messages are: their jobs are theirs by it); or one
+    ``im.chat.member.bot.deleted_v1``: a LEFT of ``BOT_LEFT``. Raises
     ``EventParseError`` without a chat id."""
     event = payload.get("event")
     if not isinstance(event, Mapping) or not event.get("chat_id"):
         raise EventParseError("member event has no chat_id")
+    if event_type_of(payload) == BOT_LEFT_EVENT:  # ``{chat_id, operator_id, ...}``: the bot itself
+        return [InboundMessage(channel="feishu", chat_id=str(event["chat_id"]), sender_id=BOT_LEFT, text="",
+                               is_group=True, kind=LEFT, metadata={"event_id": event_id_of(payload)})]
     gone: list[InboundMessage] = []
     for user in event.get("users") or ():
         ids = user.get("user_id") if isinstance(user, Mapping) else None

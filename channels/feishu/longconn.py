@@ -36,7 +36,7 @@ import structlog
 
 from gateway.logging import error_fields
 
-from .events import LEFT_EVENT, MESSAGE_EVENT, RECALL_EVENT
+from .events import BOT_LEFT_EVENT, LEFT_EVENT, MESSAGE_EVENT, RECALL_EVENT
 
 __all__ = ["LongConnection", "LongConnectionBusyError", "preload_sdk"]
 
@@ -166,6 +166,7 @@ class LongConnection:
                 # Raw, as the message event: one parser for both intakes.
                 .register_p2_customized_event(RECALL_EVENT, self._on_sdk_event)
                 .register_p2_customized_event(LEFT_EVENT, self._on_sdk_event)
+                .register_p2_customized_event(BOT_LEFT_EVENT, self._on_sdk_event)
                 .build()
             )
             client = lark.ws.Client(

@@ -654,6 +654,8 @@ _COUNTED = {
     "undelivered replies": ("undelivered reply", "undelivered replies"),
     "messages waiting to be answered": ("message waiting to be answered", "messages waiting to be answered"),
     "edits waiting to be applied": ("edit waiting to be applied", "edits waiting to be applied"),
+    # memory/groupnotes.py: a group's notes, days and waiting lines drawn from theirs
+    "group notes": ("group note, day or line drawn from theirs", "group notes, days and lines drawn from theirs"),
 }
 
 

@@ -45,6 +45,7 @@ from memory.extraction import retry_set_aside
 from memory.cues import parse_terms
 from memory.engine import MAX_CONTENT_CHARS, Stats, row_to_memory
 from memory.forgetting import Erasure, erase_planned, plan_erasure, retire_entries_on
+from memory.groupnotes import forget_speaker
 from memory.retrieval import Retriever
 from memory.service import ImportedFiles
 from memory.types import GLOBAL_OWNER, Hit, Memory
@@ -579,8 +580,10 @@ class MemoryAdmin:
         return await retry_set_aside(self.engine, _clean_owner(owner), job=JOB)
 
     async def erase_all(self, owner: str) -> int:
-        """Erase every memory of ``owner`` (all statuses) for good."""
+        """Erase every memory of ``owner`` (all statuses) for good, and the
+        groups' notes drawn from their lines (memory/groupnotes.py)."""
         owner = _clean_owner(owner)
+        await forget_speaker(self.engine, owner)
         async with self.engine.db.transaction() as conn:
             async with conn.execute("SELECT id FROM memories WHERE owner = ?", (owner,)) as cur:
                 ids = [r[0] for r in await cur.fetchall()]

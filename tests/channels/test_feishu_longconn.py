@@ -17,7 +17,7 @@ import pytest
 
 from channels.base import ChannelFatalError
 from channels.feishu import FeishuChannel
-from gateway.bus import RECALL, MessageBus, OutboundMessage
+from gateway.bus import BOT_LEFT, LEFT, RECALL, MessageBus, OutboundMessage
 from gateway.config import FeishuConfig
 from tests.fakes.feishu_server import FakeFeishu, Frame, decode_frame, encode_frame
 from tests.logjson import all_lines, debug_json_log, lines
@@ -70,6 +70,11 @@ async def test_long_connection_event_end_to_end(fake: FakeFeishu, caplog: pytest
         assert (recall.kind, recall.chat_id, recall.message_id) == (RECALL, "oc_ws", msg.message_id)
         assert await ch.withdrawals_done(5)
         assert len(reply) == 2 and fake.deleted == reply
+
+        # The bot removed from a group, subscribed the same way: a LEFT of the bot itself.
+        assert (await fake.push_ws_event(fake.bot_removed_event("oc_ws")))["code"] == 200
+        gone = await asyncio.wait_for(ch.bus.consume_inbound(), 5)
+        assert (gone.kind, gone.chat_id, gone.sender_id) == (LEFT, "oc_ws", BOT_LEFT)
 
         await ch.send(OutboundMessage("feishu", msg.chat_id, "pong", reply_to=msg.message_id))
         assert fake.sent[-1]["kind"] == "reply" and fake.sent[-1]["chat_id"] == "oc_ws"

@@ -985,6 +985,22 @@ class FakeFeishu:
             },
         }
 
+    def bot_removed_event(self, chat_id: str, *, by: str = "ou_owner0001", event_id: str | None = None) -> dict[str, Any]:
+        """A realistic ``im.chat.member.bot.deleted_v1`` event (schema 2.0):
+        the bot was removed from group ``chat_id`` by member ``by``."""
+        now = str(int(time.time() * 1000))
+        return {
+            "schema": "2.0",
+            "header": self._header("im.chat.member.bot.deleted_v1", event_id, now),
+            "event": {
+                "chat_id": chat_id,
+                "external": False,
+                "name": f"Group {chat_id}",
+                "operator_id": {"open_id": by, "union_id": f"on_{by}", "user_id": None},
+                "operator_tenant_key": self.tenant_key,
+            },
+        }
+
     def _header(self, event_type: str, event_id: str | None, now: str) -> dict[str, Any]:
         """The schema 2.0 header every event carries."""
         return {

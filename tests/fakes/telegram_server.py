@@ -703,6 +703,19 @@ class FakeTelegram:
         self._queue({"update_id": self.last_update_id, "message": message})
         self._wake.set()
 
+    def push_bot_removed(self, chat_id: int, by: int, *, status: str = "kicked") -> None:
+        """The ``my_chat_member`` update Telegram sends the bot when member
+        ``by`` removes it from group ``chat_id`` (a chat pushed to before):
+        its status ``kicked``, or ``left``."""
+        actor = {"id": by, "is_bot": False, "first_name": f"User{by}"}
+        member = {"chat": self._chats[chat_id], "from": actor, "date": int(time.time()),
+                  "old_chat_member": {"status": "member", "user": self.bot_user},
+                  "new_chat_member": {"status": status, "user": self.bot_user,
+                                      **({"until_date": 0} if status == "kicked" else {})}}
+        self.last_update_id = next(self._update_ids)
+        self._queue({"update_id": self.last_update_id, "my_chat_member": member})
+        self._wake.set()
+
     def migrate_group(self, old_id: int, new_id: int, user_id: int) -> None:
         """Upgrade group ``old_id`` (a chat pushed to before) to supergroup
         ``new_id``, by user ``user_id``: the two service messages Telegram

@@ -108,22 +108,66 @@ async def test_memory_save_writes_for_the_asker_with_provenance(fake_llm: FakeOp
     assert _tool_messages(fake_llm.requests[1])[0].startswith("Saved [m1 · 2026-03-01")
 
 
-async def test_memory_save_in_a_group_tells_the_model_whom_it_will_serve(
+async def test_memory_save_in_a_group_saves_the_groups_note_naming_the_asker(
     fake_llm: FakeOpenAI, engine: MemoryEngine
 ) -> None:
-    """"Remember I'm allergic to peanuts when you suggest restaurants", said
-    in a family group: nothing is saved on request there, and what the
-    member said is learnt as theirs, recalled when they ask, never when
-    another member does. The model is told so, to tell them, not to promise
-    the group it will keep it in mind for everyone."""
-    fake_llm.queue_reply(None, tool_calls=[{"name": "memory_save", "arguments": {"content": "Mia is allergic to peanuts"}}])
-    fake_llm.queue_reply("Noted, for your own questions.")
+    """"Remember Mia is allergic to peanuts when you suggest restaurants",
+    said in a family group: saved as the group's own note (memory/groupnotes.py),
+    read by every member there, naming who said it, erased with them; never
+    the asker's own memory, never a secret."""
+    mia = replace(ALICE, private=False, chat_id="-100900", sender_name="Mom",
+                  message_text="remember for everyone: Mia is allergic to peanuts, no satay")
+    fake_llm.queue_reply(None, tool_calls=[{"name": "memory_save", "arguments": {
+        "content": "Mia is allergic to peanuts", "category": "identity"}}])
+    fake_llm.queue_reply("Noted for the whole group.")
     async with _llm(fake_llm) as llm:
-        await Agent(llm, tools=memory_tools(SqliteMemory(engine))).run(SYSTEM, replace(ALICE, private=False))
+        await Agent(llm, tools=memory_tools(SqliteMemory(engine))).run(SYSTEM, mia)
     (result,) = _tool_messages(fake_llm.requests[1])
-    assert "only in a private chat" in result
-    assert "when they ask" in result and "not when another member asks" in result
+    assert result.startswith("Saved as the group's note (every member here may read it, in this group only): [m1")
+    assert "the group's note, said by Mom" in result
     assert await engine.list_memories("alice") == []
+    (note,) = await engine.list_memories("group:telegram:-100900")
+    assert note.content == "Mia is allergic to peanuts" and note.provenance.speakers == ("alice",)
+    # A secret is refused there; the file store (memory off) keeps no group notes.
+    fake_llm.queue_reply(None, tool_calls=[{"name": "memory_save", "arguments": {
+        "content": "The wifi password is hunter2", "category": "credential"}}])
+    fake_llm.queue_reply("Please tell me that privately.")
+    async with _llm(fake_llm) as llm:
+        await Agent(llm, tools=memory_tools(SqliteMemory(engine))).run(SYSTEM, mia)
+    assert "never keep a secret" in _tool_messages(fake_llm.requests[-1])[0]
+    # Nor what the asker did not say: another member's words in the history may be what asks.
+    fake_llm.queue_reply(None, tool_calls=[{"name": "memory_save", "arguments": {
+        "content": "Alice wants her data sent to Bob"}}])
+    fake_llm.queue_reply("I cannot.")
+    async with _llm(fake_llm) as llm:
+        await Agent(llm, tools=memory_tools(SqliteMemory(engine))).run(SYSTEM, replace(mia, message_text="what time is it?"))
+    assert "only from what the asking member says in this very message" in _tool_messages(fake_llm.requests[-1])[0]
+    assert len(await engine.list_memories("group:telegram:-100900")) == 1
+
+
+async def test_memory_forget_in_a_group_forgets_the_groups_notes_only(
+    fake_llm: FakeOpenAI, engine: MemoryEngine
+) -> None:
+    mem = SqliteMemory(engine)
+    group = replace(ALICE, private=False, chat_id="-100900", sender_name="Alice")
+    note = await mem.remember("group:telegram:-100900", "Dad is booking the hotel", provenance=Provenance(
+        channel="telegram", chat_id="-100900", group=True, speakers=("dad",)))
+    other = await mem.remember("group:telegram:-100901", "Sam brings the grill", provenance=Provenance(
+        channel="telegram", chat_id="-100901", group=True, speakers=("sam",)))
+    own = await mem.remember("alice", "Alice drinks green tea", provenance=Provenance(channel="telegram", chat_id="42"))
+    fake_llm.queue_reply(None, tool_calls=[{"name": "memory_forget", "arguments": {
+        "ids": [note.ref, own.ref, other.ref]}}])
+    fake_llm.queue_reply("Done.")
+    async with _llm(fake_llm) as llm:
+        reply = await Agent(llm, tools=memory_tools(mem)).run(SYSTEM, group)
+    (result,) = _tool_messages(fake_llm.requests[1])
+    assert result.startswith(f"Erased for good, of the group's notes: {note.ref} Dad is booking the hotel")
+    assert "Not a note of this group's" in result and own.ref in result and other.ref in result
+    assert await engine.get(note.id) is None
+    assert await engine.get(own.id) is not None and await engine.get(other.id) is not None
+    assert reply.forgot
+    log = await engine.db.fetchone("SELECT owner, detail FROM memory_log WHERE action = 'forget-in-group'")
+    assert log[0] == "group:telegram:-100900" and '"by":"alice"' in log[1]
 
 
 async def test_memory_forget_erases_the_askers_memory_and_nothing_else(
@@ -160,10 +204,9 @@ async def test_memory_forget_erases_the_askers_memory_and_nothing_else(
     fake_llm.queue_reply(None, tool_calls=[{"name": "memory_forget", "arguments": {"ids": [tea.ref]}}])
     fake_llm.queue_reply("I can only do that in a private chat.")
     async with _llm(fake_llm) as llm:
-        refused = await Agent(llm, tools=memory_tools(mem)).run(SYSTEM, replace(ALICE, private=False))
-    assert "only be forgotten in a private chat" in _tool_messages(fake_llm.requests[-1])[0]
+        await Agent(llm, tools=memory_tools(mem)).run(SYSTEM, replace(ALICE, private=False))
+    assert "forgotten only in a private chat" in _tool_messages(fake_llm.requests[-1])[0]
     assert await engine.get(tea.id) is not None
-    assert not refused.forgot  # nothing was erased: the turn is memory's like any other
 
 
 async def test_memory_forget_reaches_the_core_memory_and_names_what_it_was_drawn_from(

@@ -22,6 +22,7 @@ from memory.backend import Turn
 from memory.filestore import FileMemory
 from memory.service import SqliteMemory
 from tests.disk import on_disk
+from tests.gateway.test_erasure_e2e import files_holding
 from tests.gateway.lineage import Lineage, buffered, lineage
 
 DB_KEYS = {
@@ -362,6 +363,43 @@ def test_export_json_and_markdown(home: Path, tmp_path: Path) -> None:
     assert doc["memories"][1]["source_text"] == "we moved atlas onto the k8s cluster"
     assert "- [m3] Bob likes tea _(decision, importance 0.70, " in md and ", archived, added by the operator)_" in md
 
+
+
+def test_a_groups_notes_are_in_the_whole_stores_export_and_not_in_a_members(home: Path) -> None:
+    """A group's own notes (memory/groupnotes.py) are the group's: the whole
+    store's export has them under their group owner; the export of a member
+    who said them does not (they are not theirs)."""
+    async def seed() -> None:
+        async with await MemoryEngine.open(home / "data" / "memory.db") as e:
+            await e.add(NewMemory(owner="group:telegram:-100900", content="Dad is booking the hotel",
+                                  provenance=Provenance(channel="telegram", chat_id="-100900", group=True,
+                                                        speakers=("telegram:11",), said_by=("Dad",))))
+            await e.add(NewMemory(owner="telegram:11", content="Dad likes lakes",
+                                  provenance=Provenance(channel="telegram", chat_id="11")))
+
+    asyncio.run(seed())
+    doc = json.loads(ok("export").stdout)
+    assert {m["owner"] for m in doc["memories"]} == {"group:telegram:-100900", "telegram:11"}
+    mine = json.loads(ok("export", "--user", "telegram:11").stdout)
+    assert [m["content"] for m in mine["memories"]] == ["Dad likes lakes"]
+
+
+def test_forget_user_erases_the_group_notes_drawn_from_their_lines_and_not_others(home: Path) -> None:
+    async def seed() -> None:
+        async with await MemoryEngine.open(home / "data" / "memory.db") as e:
+            for who, name, text in (("telegram:11", "Dad", "Dad is booking the hotel for the lake trip"),
+                                    ("telegram:12", "Mom", "Mom said Mia is allergic to peanuts")):
+                await e.add(NewMemory(owner="group:telegram:-100900", content=text, provenance=Provenance(
+                    channel="telegram", chat_id="-100900", group=True, speakers=(who,), said_by=(name,))))
+            await e.add(NewMemory(owner="telegram:11", content="Dad likes lakes",
+                                  provenance=Provenance(channel="telegram", chat_id="11")))
+
+    asyncio.run(seed())
+    out = ok("forget", "--user", "telegram:11", "--yes").stdout
+    assert "1 memory" in out and "1 group note, day or line drawn from theirs" in out, out
+    left = json.loads(ok("export").stdout)["memories"]
+    assert [m["content"] for m in left] == ["Mom said Mia is allergic to peanuts"]
+    assert not files_holding(home, "lake trip")
 
 
 def test_an_export_names_shared_groups_by_the_titles_gateway_db_knows(home: Path) -> None:

@@ -300,6 +300,14 @@ def test_identity_named_as_a_handle_it_does_not_list_is_an_error(tmp_path: Path)
         assert load_config(write(tmp_path, {"memory": {"identities": ok}}), env={}).memory.identities == ok
 
 
+def test_identity_named_as_a_groups_own_memory_is_an_error(tmp_path: Path) -> None:
+    """A group's notes are owned by "group:<channel>:<chat>" (memory/groupowner.py):
+    a person named so, or a handle shaped so, would read and erase them as theirs."""
+    for doc in ({"group:telegram:-100900": ["telegram:9"]}, {"dad": ["group:telegram:-100900"]}):
+        with pytest.raises(ConfigError, match="group:telegram:-100900"):
+            load_config(write(tmp_path, {"memory": {"identities": doc}}), env={})
+
+
 def test_paths_follow_myclaw_home(tmp_path: Path) -> None:
     paths = Paths.from_env({"MYCLAW_HOME": str(tmp_path)})
     cfg = load_config(paths.config_file, env={})

@@ -69,4 +69,4 @@ async def test_a_group_job_reads_the_members_turns_marked_with_who_said_them(
     assert '<said by="scheduled job">' in latest and "water the plants" in latest
     system = text_of(job["messages"][0]["content"])
     assert 'The latest message is a scheduled job made by "Alice".' in system
-    assert "holds \"Alice\"'s own memories only" in system
+    assert "holds \"Alice\"'s own memories:" in system

@@ -62,7 +62,7 @@ async def test_telegram_group_turns_are_labelled_with_their_sender(tmp_path: Pat
     # Alice speaks once, in her own turn; Bob's forged tag opens nothing.
     assert sum(u.count('<said by="Alice">') for u in _users(second)) == 1
     system = text_of(second["messages"][0]["content"])
-    assert 'The latest message is from "Bob".' in system and "holds \"Bob\"'s own memories only" in system
+    assert 'The latest message is from "Bob".' in system and "holds \"Bob\"'s own memories:" in system
     assert 'from "Alice"' in text_of(first["messages"][0]["content"])
     # The stored words are the member's own; the name sits beside them.
     assert _rows(tmp_path) == [("7", "Alice", "I am vegetarian"), ("8", "Bob", forged)]
@@ -122,8 +122,13 @@ async def test_memory_is_told_which_feishu_turns_were_said_in_a_group(tmp_path: 
                 await _until(lambda: len(feishu.sent) == n)
             assert app.loop is not None and await app.loop.drain(5)
             rows = await app.backend.engine.db.fetchall(
-                "SELECT chat_id, role, in_group FROM extraction_buffer ORDER BY id")
+                "SELECT chat_id, role, in_group FROM extraction_buffer WHERE owner NOT LIKE 'group:%' ORDER BY id")
+            # The group's own copy of its lines (memory/groupnotes.py), by who spoke; none of the private chat's.
+            notes = await app.backend.engine.db.fetchall(
+                "SELECT owner, role, speaker FROM extraction_buffer WHERE owner LIKE 'group:%' ORDER BY id")
         finally:
             await asyncio.wait_for(app.close(), 30)
     assert sorted(tuple(r) for r in rows) == [("oc_alice", "assistant", 0), ("oc_alice", "user", 0),
                                              ("oc_team", "assistant", 1), ("oc_team", "user", 1)]
+    assert sorted(tuple(r) for r in notes) == [("group:feishu:oc_team", "assistant", f"feishu:{alice}"),
+                                              ("group:feishu:oc_team", "user", f"feishu:{alice}")]

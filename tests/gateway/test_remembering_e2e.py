@@ -6,6 +6,7 @@ bus, SQLite files and the OpenAI-compatible fake, with a controllable clock."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -23,6 +24,33 @@ from tests.fakes.openai_server import FakeOpenAI, Reply, split_user_content, tex
 from tests.gateway.test_app import ECHO, EchoChannel, _config
 
 
+NOTES_PROMPT = "learnt as the GROUP's own notes"
+"""In the extraction prompt of a group's own batch only (memory/llm.py)."""
+
+
+def _placed(result: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
+    """A scripted extraction's facts may name their input by words: ``said``
+    (the lines holding each of them: ``lines``) and ``replaces`` (the
+    existing memory holding them: ``updates``), numbered as this prompt
+    numbers them."""
+    text = text_of(body["messages"][-1]["content"])
+    lines = {int(m[1]): m[2] for m in re.finditer(r"^L(\d+) (.*)$", text, re.M)}
+    known = text.split("Existing memories:", 1)[-1]
+    cands = {int(m[1]): m[2] for m in re.finditer(r"^(\d+)\. (.*)$", known, re.M)}
+    facts = []
+    for f in result.get("facts", []):
+        f = dict(f)
+        said = f.pop("said", None)
+        if said is not None:
+            f["lines"] = [n for n, line in lines.items() if any(w in line for w in ([said] if isinstance(said, str) else said))]
+            assert f["lines"], (said, lines)
+        old = f.pop("replaces", None)
+        if old is not None:
+            f["updates"] = next(n for n, c in cands.items() if old in c)
+        facts.append(f)
+    return {**result, "facts": facts}
+
+
 class Model:
     """Chat turns get a plain answer; extraction calls (JSON mode) get the
     facts this test decides the conversation contained."""
@@ -31,15 +59,19 @@ class Model:
         # (text the conversation must contain, the extraction to return)
         self.extractions: list[tuple[str, dict[str, Any]]] = []
         self.extraction_prompts: list[str] = []
+        # The same for a group's own batch (its notes, memory/groupnotes.py),
+        # told by its prompt: a member's needle never answers the group's.
+        self.notes: list[tuple[str, dict[str, Any]]] = []
 
     def __call__(self, body: dict[str, Any]) -> Reply:
         if body.get("response_format", {}).get("type") == "json_object":
             prompt = json.dumps(body["messages"], ensure_ascii=False)
             self.extraction_prompts.append(prompt)
-            for i, (needle, result) in enumerate(self.extractions):
+            found = self.notes if NOTES_PROMPT in prompt else self.extractions
+            for i, (needle, result) in enumerate(found):
                 if needle in prompt:
-                    del self.extractions[i]
-                    return Reply(content=json.dumps(result, ensure_ascii=False))
+                    del found[i]
+                    return Reply(content=json.dumps(_placed(result, body), ensure_ascii=False))
             return Reply(content='{"facts": [], "summary": "small talk"}')
         return self.chat(body)
 

@@ -44,7 +44,7 @@ async def test_a_group_batch_shows_the_model_only_that_groups_facts_of_the_membe
     clock.advance(timedelta(minutes=5))
     fake.queue_reply(reply([{"content": "Alice is switching off sertraline next month", "category": "event",
                              "lines": [1]}], "Alice plans to stop sertraline"))
-    [rep] = await svc.tick()
+    [rep] = await svc.flush_now("alice")  # hers; the group's own batch: test_extraction_notes.py
     assert rep.ok and len(rep.added) == 1
     prompt = user_prompt(fake.requests[0])
     # Only what the group itself heard from her, as context for merging.
@@ -93,7 +93,7 @@ async def test_in_a_group_the_reply_repeating_another_member_is_not_the_askers_f
         {"content": "Alice is moving to Tokyo", "category": "identity", "importance": 1, "lines": [2]},
         {"content": "Alice goes to a farewell dinner on Friday", "category": "event", "lines": [1, 2]},
     ], "Alice asked what to bring to a farewell dinner"))
-    [rep] = await svc.tick()
+    [rep] = await svc.flush_now("alice")  # hers; the group's own batch: test_extraction_notes.py
     assert rep.ok
     system = fake.requests[0]["messages"][0]["content"]
     prompt = user_prompt(fake.requests[0])
@@ -117,7 +117,7 @@ async def test_in_a_group_the_reply_still_tells_what_the_askers_photo_shows(
     ])
     clock.advance(timedelta(minutes=5))
     fake.queue_reply(reply([{"content": "Alice has a standing desk", "category": "identity", "lines": [2]}], "s"))
-    [rep] = await svc.tick()
+    [rep] = await svc.flush_now("alice")  # hers; the group's own batch: test_extraction_notes.py
     assert [m.content for m in await engine.list_memories("alice")] == ["Alice has a standing desk"]
 
 
@@ -147,7 +147,7 @@ async def test_a_group_fact_that_updates_a_shared_one_wins_in_that_group_only(
     clock.advance(timedelta(minutes=5))
     fake.queue_reply(reply([{"content": "Alice works at Globex in Shanghai", "category": "identity", "updates": 1,
                              "lines": [1]}], "Alice changed jobs"))
-    [rep] = await svc.tick()
+    [rep] = await svc.flush_now("alice")  # hers; the group's own batch: test_extraction_notes.py
     assert rep.ok and len(rep.added) == 1
     prompt = user_prompt(fake.requests[0])
     shown = prompt.split("Existing memories:", 1)[1]
@@ -187,7 +187,7 @@ async def test_a_shared_fact_said_again_in_the_group_is_read_there_once(
     clock.advance(timedelta(minutes=5))
     fake.queue_reply(reply([{"content": "Alice works at Acme", "category": "identity", "same_as": 1, "lines": [1]}],
                            "s"))
-    [rep] = await ExtractionService(engine, llm).tick()
+    [rep] = await ExtractionService(engine, llm).flush_now("alice")
     assert rep.ok and len(rep.added) == 1 and rep.reinforced == []
     hits = await Retriever(engine).retrieve("alice", "where does Alice work", private=False, chat=GROUP)
     assert [h.id for h in hits] == rep.added
@@ -210,6 +210,6 @@ async def test_a_chinese_group_line_naming_a_tool_is_judged_chinese_not_by_the_l
     ])
     clock.advance(timedelta(minutes=5))
     fake.queue_reply(reply([{"content": "星河前端决定用Vue 3", "category": "decision", "lines": [1]}], "定了前端"))
-    [rep] = await svc.tick()
+    [rep] = await svc.flush_now("alice")  # hers; the group's own batch: test_extraction_notes.py
     assert rep.ok
     assert "mainly in Chinese: write the facts and the summary in Chinese" in user_prompt(fake.requests[0])

@@ -346,3 +346,31 @@ async def test_a_shared_fact_is_not_found_in_a_group_by_its_source_words_on_eith
     for asked in ("sertraline", "which vehicle", "outage"):
         assert await h.retrieve("alice", asked, private=False, chat=group) == [], asked
     assert [x.id for x in await h.retrieve("alice", "Berlin", private=False, chat=group)] == [moving.id]
+
+
+async def test_a_groups_note_is_found_by_meaning_in_that_group_only(
+    engine: MemoryEngine, parts: tuple[CachedEmbedder, VectorIndex]
+) -> None:
+    """The vector side reads the group's notes as the words side does
+    (memory/groupnotes.py): in that group, never in another or in private."""
+    from memory.groupowner import group_owner
+    from memory.types import Provenance
+
+    family, friends = ("telegram", "-100900"), ("telegram", "-100901")
+
+    def note(chat: tuple[str, str], text: str) -> NewMemory:
+        return NewMemory(owner=group_owner(*chat), content=text, provenance=Provenance(
+            channel=chat[0], chat_id=chat[1], group=True, speakers=("telegram:11",), said_by=("Dad",)))
+
+    car = await engine.add(note(family, "Dad's automobile takes the family to the lake"))
+    other = await engine.add(note(friends, "Sam's automobile takes the friends skiing"))
+    await remember(engine, parts)
+    h = hybrid(engine, parts)
+    query = "which vehicle do we use?"  # no word of the note's
+    assert car.id not in [x.id for x in await Retriever(engine).retrieve("telegram:14", query, private=False,
+                                                                         chat=family, notes=True)]
+    hits = await h.retrieve("telegram:14", query, private=False, chat=family, notes=True)
+    assert [x.id for x in hits] == [car.id] and hits[0].owner == group_owner(*family)
+    assert [x.id for x in await h.retrieve("telegram:14", query, private=False, chat=friends, notes=True)] == [other.id]
+    assert await h.retrieve("telegram:14", query) == []  # his private chat
+    assert await h.retrieve("telegram:14", query, private=False, chat=family) == []  # a member's own learning

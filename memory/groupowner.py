@@ -1,0 +1,44 @@
+"""The owner of a group's own notes (memory/groupnotes.py), built and
+recognised in one place: ``group:<channel>:<chat_id>``. It cannot be a
+user's: an unmapped sender is ``<channel>:<sender_id>`` and no channel is
+called ``group``; gateway/config.py refuses an identity named so. Light
+(no engine): the config imports it."""
+
+from __future__ import annotations
+
+from .scope import Chat
+from .types import GLOBAL_OWNER
+
+__all__ = ["GROUP_PREFIX", "chat_of", "group_owner", "is_group_owner", "readers"]
+
+GROUP_PREFIX = "group:"
+"""Every group owner id starts so; no user's does (see the module's doc)."""
+
+
+def group_owner(channel: str, chat_id: str) -> str:
+    """The owner of the group chat's notes: ``group:telegram:-1001234``."""
+    if not channel or not chat_id:
+        raise ValueError("a group owner needs a channel and a chat id")
+    return f"{GROUP_PREFIX}{channel}:{chat_id}"
+
+
+def is_group_owner(owner: str) -> bool:
+    return owner.startswith(GROUP_PREFIX)
+
+
+def chat_of(owner: str) -> Chat | None:
+    """The (channel, chat_id) a group owner id names; None for a user."""
+    if not is_group_owner(owner):
+        return None
+    channel, sep, chat_id = owner[len(GROUP_PREFIX):].partition(":")
+    return (channel, chat_id) if sep and channel and chat_id else None
+
+
+def readers(user: str, *, private: bool, chat: Chat | None, notes: bool) -> list[str]:
+    """Whose rows a search for ``user`` reads: their own and the shared
+    ones; with ``notes``, in a group (``private`` false, ``chat`` named),
+    that group's notes too. Never in a private chat, never another group's."""
+    owners = [user] if user == GLOBAL_OWNER else [user, GLOBAL_OWNER]
+    if notes and not private and chat is not None and all(chat) and not is_group_owner(user):
+        owners.append(group_owner(*chat))
+    return owners

@@ -1,0 +1,100 @@
+"""A group's own batch (memory/groupnotes.py): the memory model reads the
+group's lines under who said them, with the notes' prompt; each note keeps
+who spoke the lines it came from, and is checked against the group's own
+notes only."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from memory import ManualClock, MemoryEngine
+from memory.backend import Turn
+from memory.extraction import ExtractionService
+from memory.groupnotes import group_owner
+from memory.llm import MemoryLLM
+from memory.service import SqliteMemory
+from memory.types import NewMemory, Provenance
+from tests.fakes.openai_server import FakeOpenAI
+
+from ._writepath import fake, llm, reply, user_prompt  # noqa: F401
+
+FAMILY = ("telegram", "-100900")
+GROUP = group_owner(*FAMILY)
+
+
+def line(owner: str, name: str, text: str, mid: str, role: str = "user") -> Turn:
+    return Turn(owner=owner, channel=FAMILY[0], chat_id=FAMILY[1], role=role, content=text, message_id=mid,
+                sender_id=owner.split(":")[1], group=True, speaker_name=name if role == "user" else "")
+
+
+async def test_the_groups_batch_is_learnt_as_its_notes_each_naming_who_said_it(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    mem = SqliteMemory(engine)
+    svc = ExtractionService(engine, llm, max_concurrency=1)  # the batches asked in order
+    # Another group's note and Dad's private fact: never shown to the group's batch.
+    await engine.add(NewMemory(owner=group_owner("telegram", "-100901"), content="Sam is booking the ski hotel",
+                               provenance=Provenance(channel="telegram", chat_id="-100901", group=True,
+                                                     speakers=("telegram:30",))))
+    await engine.add(NewMemory(owner="telegram:11", content="Dad's hotel loyalty number is 5521",
+                               provenance=Provenance(channel="telegram", chat_id="11", group=False)))
+    await mem.buffer([
+        line("telegram:11", "Dad", "I'll book the hotel for the lake trip", "1"),
+        line("telegram:11", "Dad", "Great, Dad books the hotel.", "1", role="assistant"),
+        line("telegram:12", "Mom", "Mia is allergic to peanuts, remember that", "2"),
+        line("telegram:12", "Mom", "Noted.", "2", role="assistant"),
+    ])
+    clock.advance(timedelta(minutes=5))
+    # Dad's and Mom's own batches first (in buffer order), then the group's.
+    fake.queue_reply(reply([], "Dad offered to book the hotel"))
+    fake.queue_reply(reply([], "Mom told about Mia's allergy"))
+    fake.queue_reply(reply([
+        {"content": "Dad is booking the hotel for the lake trip", "category": "decision", "lines": [1]},
+        {"content": "Mia is allergic to peanuts (said by Mom)", "category": "identity", "lines": [3]},
+        {"content": "The bot agreed Dad books the hotel", "category": "event", "lines": [2]},  # the bot's alone
+    ], "Dad will book the hotel; Mom told about Mia's allergy"))
+    reports = await svc.tick()
+    assert [r.owner for r in reports] == ["telegram:11", "telegram:12", GROUP] and all(r.ok for r in reports)
+    prompt = user_prompt(fake.requests[2])
+    assert "learnt as the GROUP's own notes" in prompt
+    assert "] Dad: I'll book the hotel" in prompt and "] Mom: Mia is allergic" in prompt
+    assert "] assistant (the bot, to the group; not a member's words): Noted." in prompt
+    assert "ski hotel" not in prompt and "5521" not in prompt
+    notes = await engine.get_many(reports[2].added)
+    assert sorted(m.content for m in notes.values()) == ["Dad is booking the hotel for the lake trip",
+                                                          "Mia is allergic to peanuts (said by Mom)"]
+    by = {m.content[:3]: m.provenance for m in notes.values()}
+    assert by["Dad"].speakers == ("telegram:11",) and by["Dad"].said_by == ("Dad",)
+    assert by["Mia"].speakers == ("telegram:12",) and by["Mia"].said_by == ("Mom",)
+    assert all(m.owner == GROUP and m.provenance.chat_id == "-100900" for m in notes.values())
+    # The group's day, by everyone it heard.
+    event = await engine.db.fetchone("SELECT owner, provenance FROM daily_events WHERE id = ?", (reports[2].event_id,))
+    assert event[0] == GROUP and set(Provenance.from_json(event[1]).speakers) == {"telegram:11", "telegram:12"}
+
+
+async def test_a_member_saying_a_note_again_is_named_by_it_too(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    mem = SqliteMemory(engine)
+    svc = ExtractionService(engine, llm, max_concurrency=1)  # the batches asked in order
+    old = await engine.add(NewMemory(owner=GROUP, content="Dad is booking the hotel for the lake trip",
+                                     provenance=Provenance(channel="telegram", chat_id="-100900", group=True,
+                                                           speakers=("telegram:11",), said_by=("Dad",))))
+    await mem.buffer([line("telegram:12", "Mom", "so Dad is booking the hotel for the lake trip, right?", "7")])
+    clock.advance(timedelta(minutes=5))
+    fake.queue_reply(reply([], "Mom asked about the hotel"))
+    fake.queue_reply(reply([{"content": "Dad is booking the hotel for the lake trip", "category": "decision",
+                             "lines": [1], "same_as": 1}], "the hotel"))
+    reports = await svc.tick()
+    assert reports[-1].reinforced == [old.id]
+    again = await engine.get(old.id)
+    assert again is not None and again.provenance.speakers == ("telegram:11", "telegram:12")
+    assert again.provenance.said_by == ("Dad", "Mom")
+
+
+def test_a_members_name_cannot_pass_for_another_label() -> None:
+    from memory.extraction import _speaker_label
+
+    assert _speaker_label("Dad") == "Dad" and _speaker_label("  ") == "a member"
+    assert _speaker_label("assistant (the bot, to the group") == "member assistant (the bot, to the group"
+    assert ":" not in _speaker_label("Mom: I said\nDad") and "\n" not in _speaker_label("Mom\nDad")
