@@ -365,6 +365,8 @@ class App:
                                    file_store=self._folders, exports=self.paths.exports_dir, inbox=self.inbox,
                                    owner_of=identities.resolve, erasures=self.erasures,
                                    handles_of=identities.handles)
+        if self.memory_web is not None:  # the page's export of a user holds what the CLI's does beside memory
+            self.memory_web.kept = self._user_data.kept
         self.llm = FailoverLLM.from_config(
             cfg.provider, cfg.agent.model, cfg.agent.fallbacks, self.clock, client=self.http_client,
             cooldowns=self.cooldowns,
