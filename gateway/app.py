@@ -73,7 +73,7 @@ from .chattitles import ChatTitles
 from .commands import UserCommands
 from .config import Config, ConfigError, Paths
 from .credentials import config_secrets
-from .datalock import AlreadyRunning, ChatLock, ChatRunning, DataBusy, DataLock, GatewayLock
+from .datalock import AlreadyRunning, ChatLock, ChatRunning, DataBusy, DataLock, ErasureHold, GatewayLock
 from .delivery import Delivery
 from .erasure_requests import ErasureRequests, serve
 from .erasures import Erasures
@@ -234,6 +234,7 @@ class App:
         self._started_services: list[Service] = []
         self._instance: GatewayLock | None = None  # while the gateway runs
         self._chat_lock: ChatLock | None = None  # while `myclaw chat` runs
+        self._erasures_held = ErasureHold(paths.data_dir)  # chat.lock while the gateway's erasures run
         self._data_lock = DataLock(paths.data_dir)
         self._closed = False
 
@@ -365,6 +366,8 @@ class App:
                                    file_store=self._folders, exports=self.paths.exports_dir, inbox=self.inbox,
                                    owner_of=identities.resolve, erasures=self.erasures,
                                    handles_of=identities.handles)
+        if self.memory_web is not None:  # the page's export of a user holds what the CLI's does beside memory
+            self.memory_web.kept = self._user_data.kept
         self.llm = FailoverLLM.from_config(
             cfg.provider, cfg.agent.model, cfg.agent.fallbacks, self.clock, client=self.http_client,
             cooldowns=self.cooldowns,
@@ -506,9 +509,11 @@ class App:
         """Held while ``/forget all`` or the memory page's erase-all erases:
         refused (ChatRunning) while a ``myclaw chat`` runs on the home, as
         ``myclaw memory forget`` is (gateway/datalock.py ``ChatLock``). A
-        chat's own share is turned into it; the gateway takes a fresh one
-        each time (two erasures at once do not share one holder)."""
-        return (self._chat_lock or ChatLock(self.paths.data_dir)).erasing()
+        chat's own share is turned into it; the gateway's erasures hold it
+        together (``ErasureHold``: two users' at once do not refuse each other)."""
+        if self._chat_lock is not None:
+            return self._chat_lock.erasing()
+        return self._erasures_held.erasing()
 
     async def _erase_asked(self, owner: str) -> dict[str, int]:
         """``myclaw memory forget --user owner`` asked: erased as ``/forget all`` erases."""

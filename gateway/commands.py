@@ -39,6 +39,7 @@ import contextlib
 import math
 import re
 import secrets
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
@@ -198,6 +199,7 @@ class UserCommands:
         projects: MemoryEngine | None = None,
         titles: ChatTitles | None = None,
         erasing: Erasing | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.backend = backend
         self.erasing = erasing or contextlib.nullcontext
@@ -210,7 +212,10 @@ class UserCommands:
         self.clock = clock or SystemClock()
         self.timezones = timezones
         self.default_tz = default_tz
-        self._codes: dict[str, tuple[str, datetime]] = {}  # user -> /forget all code, valid until
+        # A /forget all code's minutes are counted on this too: a clock stepped
+        # back (NTP) would keep it good for the step as well.
+        self.monotonic = monotonic
+        self._codes: dict[str, tuple[str, datetime, float]] = {}  # user -> /forget all code, valid until, given
         self._exported: dict[str, datetime] = {}  # user -> when their last /export was made
 
     async def run(self, name: str, args: str, *, user: str, private: bool, chat_zh: bool | None = None,
@@ -492,10 +497,11 @@ class UserCommands:
 
     async def _forget_all(self, user: str, rest: Sequence[str], *, zh: bool, word: str = "all",
                           asking: MessageKey | None = None) -> str:
-        now = self.clock.now()
-        self._codes = {u: c for u, c in self._codes.items() if c[1] > now}
+        now, ticks = self.clock.now(), self.monotonic()
+        self._codes = {u: c for u, c in self._codes.items()
+                       if c[1] > now and ticks - c[2] < _CONFIRM_WITHIN.total_seconds()}
         if rest:
-            code, _ = self._codes.get(user, ("", now))
+            code = self._codes[user][0] if user in self._codes else ""
             if len(rest) != 1 or not code or not secrets.compare_digest(rest[0], code):
                 return (
                     f"这个确认码不对或已过期；先发送 /forget {word} 获取新的确认码。"
@@ -524,7 +530,7 @@ class UserCommands:
         if kept.empty:
             return "我没有保存任何关于你的内容。" if zh else "I keep nothing about you."
         code = f"{secrets.randbelow(10_000):04d}"
-        self._codes[user] = (code, now + _CONFIRM_WITHIN)
+        self._codes[user] = (code, now + _CONFIRM_WITHIN, ticks)
         if zh:
             return (f"这会永久删除我保存的关于你的一切：{_counts(kept, zh)}。无法撤销。\n"
                     f"确认请在 5 分钟内发送：/forget {word} {code}")

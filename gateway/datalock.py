@@ -47,7 +47,7 @@ except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
 __all__ = ["CHAT_LOCK_FILE", "GATEWAY_LOCK_FILE", "LOCK_FILE", "AlreadyRunning", "ChatLock", "ChatRunning", "DataBusy",
-           "DataLock", "GatewayLock", "running_pid", "running_serves"]
+           "DataLock", "ErasureHold", "GatewayLock", "running_pid", "running_serves"]
 
 LOCK_FILE = "myclaw.lock"
 GATEWAY_LOCK_FILE = "gateway.lock"
@@ -319,6 +319,37 @@ class ChatLock:
         fd, self._fd = self._fd, None
         if fd is not None:
             os.close(fd)  # closing drops the flock
+
+
+class ErasureHold:
+    """The gateway's erasures (each user's ``/forget all``, the memory
+    page's erase-all) hold ``chat.lock`` exclusively while any of them
+    runs: they exclude a ``myclaw chat`` and ``myclaw memory forget``, not
+    one another. (Each taking the lock through a descriptor of its own,
+    the second of two at once was refused: flock refuses a second
+    descriptor in the same process too.) Not thread-safe: the event loop's."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self._lock: ChatLock | None = None
+        self._held = 0
+
+    @contextlib.contextmanager
+    def erasing(self) -> Iterator[None]:
+        """As :meth:`ChatLock.erasing`: raises :class:`ChatRunning`, nothing
+        held, beside a chat or another process's erasure."""
+        if self._lock is None:
+            lock = ChatLock(self.data_dir)
+            lock.exclusive()
+            self._lock = lock
+        self._held += 1
+        try:
+            yield
+        finally:
+            self._held -= 1
+            if not self._held and self._lock is not None:
+                self._lock.release()
+                self._lock = None
 
 
 def running_pid(data_dir: Path) -> int | None:

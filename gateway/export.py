@@ -92,6 +92,13 @@ class UserExport:
     # mapped (merge-identities not run yet), each with its rows' index: theirs too.
     earlier: Sequence[tuple[str, OwnerIndex]] = ()
 
+    @property
+    def beside_memory(self) -> bool:
+        """Whether the gateway keeps anything of theirs beside memory (an
+        export of someone memory holds nothing of is not empty then)."""
+        return bool(self.timezone or self.incognito_since or self.history or self.files or self.jobs
+                    or self.unanswered or self.edits)
+
 
 @dataclass(frozen=True)
 class _Labels:

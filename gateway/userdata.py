@@ -183,6 +183,11 @@ class UserData:
                           incognito_since=since, files=files, projects=projects, groups=groups,
                           unanswered=waiting, edits=edits, earlier=earlier), index
 
+    async def kept(self, user: str) -> UserExport:
+        """:meth:`export`'s first part: what the operator's export of ``user``
+        (the memory page's, ``myclaw memory export``) says beside memory."""
+        return (await self.export(user))[0]
+
     async def owners(self) -> list[str]:
         """Everyone the gateway keeps anything of beside memory (what
         :meth:`export` gathers: a time zone, incognito, kept history, recent

@@ -503,7 +503,7 @@ class Compressor:
                  for i, m in enumerate(high, start=1)]
         # Its prompt holds no date: a profile and facts the last refresh
         # changed nothing of get the same answer (most weeks of a year).
-        asked = _profile_key(current, high, cands)
+        asked = _profile_key(current, high, cands, self.llm.model)
         if await self.engine.db.fetchone(
             "SELECT 1 FROM memory_log WHERE owner = ? AND action = 'profile_kept' AND job = 'weekly_compress' "
             "AND detail = ? AND id > COALESCE((SELECT MAX(id) FROM memory_log WHERE owner = ? AND "
@@ -609,11 +609,12 @@ class Compressor:
             await _read_upto(self.engine, conn, owner, upto)
 
 
-def _profile_key(current: Sequence[Memory], high: Sequence[Memory], cands: Sequence[Candidate]) -> str:
+def _profile_key(current: Sequence[Memory], high: Sequence[Memory], cands: Sequence[Candidate], model: str) -> str:
     """What a profile refresh is asked, as the ``profile_kept`` log line
     keeps it: the entries' and facts' ids and what the model reads of them
-    (a hash, no words in the log)."""
-    text = "\n".join([*(f"{m.id}|{m.content}" for m in current),
+    (a hash, no words in the log), and of which memory model, as
+    ``_chunk_key``: another may judge them otherwise, so it is asked once."""
+    text = "\n".join([model, *(f"{m.id}|{m.content}" for m in current),
                       *(f"{m.id}|{c.category}|{c.importance}|{c.said}|{c.content}" for m, c in zip(high, cands))])
     return json.dumps({"entries": len(current), "facts": len(high),
                        "input": hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]}, separators=(",", ":"))

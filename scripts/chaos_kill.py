@@ -63,7 +63,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.fakes.feishu_server import FakeFeishu  # noqa: E402
-from tests.fakes.openai_server import FakeOpenAI, Reply, split_user_content  # noqa: E402
+from tests.fakes.openai_server import FakeOpenAI, Reply, extraction_lines, split_user_content  # noqa: E402
 from tests.fakes.telegram_server import FakeTelegram, SentMessage  # noqa: E402
 
 API_KEY = "sk-chaos-0123456789abcdef"
@@ -72,7 +72,6 @@ FEISHU_USERS = ["ou_chaos000000000000000000000001", "ou_chaos0000000000000000000
 CRON_CHAT = TELEGRAM_USERS[0]
 CRON_TEXT = "chaos tick"
 _TAG = re.compile(r"\[([tf]\d+-\d+)\]")
-_USER_LINE = re.compile(r"^L(\d+) \[[^\]]*\] user: (.*)$", re.M)
 WORDS = ["coffee", "garden", "train", "bicycle", "piano", "novel", "harbour", "lantern", "meadow", "violin"]
 
 
@@ -111,7 +110,7 @@ def make_responder(world: World) -> Any:
                     return Reply(content=json.dumps({"facts": facts, "drop": []}), delay=delay)
                 entries = [{"content": c[:100], "category": "identity", "facts": [int(n)]} for n, c in numbered[:20]]
                 return Reply(content=json.dumps({"entries": entries}), delay=delay)
-            lines = _USER_LINE.findall(user)  # extraction: every user line one fact, citing it
+            lines = extraction_lines(body)  # extraction: every user line one fact, citing it
             facts = [{"content": text[:200], "category": "event", "importance": 0.5, "lines": [int(n)]}
                      for n, text in lines]
             summary = lines[0][1][:150] if lines else "conversation"
@@ -262,9 +261,9 @@ async def traffic(world: World, tg: FakeTelegram, fs: FakeFeishu, stop: asyncio.
 async def feishu_pusher(world: World, fs: FakeFeishu, stop: asyncio.Event) -> None:
     """Push every event until it is acknowledged (same event_id each time)."""
     while not stop.is_set() or world.feishu_waiting:
-        if not world.feishu_waiting or not fs._sockets:
+        if not world.feishu_waiting or not fs.connected:
             await asyncio.sleep(0.05)
-            if stop.is_set() and not fs._sockets:
+            if stop.is_set() and not fs.connected:
                 await asyncio.sleep(0.2)
             continue
         event = world.feishu_waiting[0]
@@ -322,7 +321,7 @@ async def disk_full(home: Path, tg: FakeTelegram, seconds: float, margin: int) -
             "warnings": dict(events.most_common(8))}
 
 
-async def _first_poll(tg: FakeTelegram, before: int, proc: asyncio.subprocess.Process) -> None:
+async def first_poll(tg: FakeTelegram, before: int, proc: asyncio.subprocess.Process) -> None:
     while tg.counts["getupdates"] == before and proc.returncode is None:
         await asyncio.sleep(0.02)
 
@@ -368,7 +367,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             wait = kill_rng.uniform(0.5, 3.0) if early else kill_rng.uniform(args.min_up, args.max_up)
             try:
                 if not early:  # the kill's moment counts from the first poll: start-up takes seconds of imports
-                    await asyncio.wait_for(_first_poll(tg, polls, proc), 60)
+                    await asyncio.wait_for(first_poll(tg, polls, proc), 60)
                 code = await asyncio.wait_for(proc.wait(), wait)
                 exits[f"exited {code} by itself"] += 1  # died before the kill: a start-up failure
                 violations.append(f"round {rnd}: the gateway exited {code} by itself")

@@ -66,7 +66,7 @@ from gateway.logging import configure_logging  # noqa: E402
 from memory.clock import Clock, parse_ts  # noqa: E402
 from memory.extraction import ExtractionService  # noqa: E402
 from tests.fakes.feishu_server import FakeFeishu  # noqa: E402
-from tests.fakes.openai_server import FakeOpenAI, Reply, split_user_content  # noqa: E402
+from tests.fakes.openai_server import FakeOpenAI, Reply, extraction_lines, split_user_content  # noqa: E402
 from tests.fakes.telegram_server import DEFAULT_TOKEN, FakeTelegram, SentDocument, SentMessage  # noqa: E402
 
 __all__ = ["Demo", "DemoClock", "echo_reply", "forget_reply", "json_reply", "responder"]
@@ -80,7 +80,6 @@ DEMO_TELEGRAM_GROUP = -1001000000001
 DEMO_FEISHU_USER_2 = "ou_demo0000000000000000000000002"
 DEMO_FEISHU_GROUP = "oc_demogroup01"
 
-_USER_LINE = re.compile(r"^L(\d+) \[[^\]]*\] user: (.*)$", re.M)
 _NUMBERED = re.compile(r"^(\d+)\. (?:\[[^\]]*\] )?(.*)$", re.M)
 
 
@@ -145,7 +144,7 @@ def json_reply(body: dict[str, Any]) -> str:
     if system.startswith("You consolidate"):  # weekly merge: keep every fact as it is
         facts = [{"content": c, "category": "event", "importance": 0.5, "from": [int(n)]} for n, c in numbered]
         return json.dumps({"facts": facts, "drop": []}, ensure_ascii=False)
-    users = _USER_LINE.findall(user)  # extraction: one fact per user line, citing it
+    users = extraction_lines(body)  # extraction: one fact per user line, citing it
     facts = [{"content": u[:200], "category": "event", "importance": 0.5, "lines": [int(n)]} for n, u in users[:5]]
     summary = users[0][1] if users else "conversation"
     return json.dumps({"facts": facts, "summary": summary[:150]}, ensure_ascii=False)

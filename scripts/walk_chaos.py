@@ -71,7 +71,7 @@ sys.path.insert(0, str(ROOT / "scripts"))  # sys.path[0] when run as a script; n
 
 import chaos_kill as ck  # noqa: E402
 from tests.fakes.feishu_server import FakeFeishu  # noqa: E402
-from tests.fakes.openai_server import FakeOpenAI, Reply, split_user_content  # noqa: E402
+from tests.fakes.openai_server import FakeOpenAI, Reply, extraction_lines, split_user_content  # noqa: E402
 from tests.fakes.telegram_server import FakeTelegram  # noqa: E402
 
 PRIVATE = [3001, 3002, 3003, 3004]
@@ -138,7 +138,7 @@ def make_responder(world: World) -> Any:
             if system.startswith("You maintain") or system.startswith("You consolidate"):
                 return reply
             user = str(body["messages"][-1].get("content") or "")
-            if ck._USER_LINE.search(user):  # the extraction (the daily compression's prompt reads events)
+            if extraction_lines(body):  # the extraction (the daily compression's prompt reads events)
                 world.extraction_calls += 1
                 if world.outage and world.rng.random() < 0.5:
                     world.extraction_failed += 1
@@ -431,7 +431,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             round_started = time.monotonic()
             proc = await ck.start_gateway(home, log)
             try:
-                await asyncio.wait_for(ck._first_poll(tg, polls, proc), START)
+                await asyncio.wait_for(ck.first_poll(tg, polls, proc), START)
             except TimeoutError:
                 pass
             up = kill_rng.uniform(args.min_up, args.max_up)
@@ -479,13 +479,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         # the last run: no kill; traffic stops, everything pushed is answered
         stop.set()
         world.outage = False
-        tg._cuts.clear()  # a send cut aimed at but never reached
+        tg.uncut()  # a send cut aimed at but never reached
         polls = tg.counts["getupdates"]
         proc = await ck.start_gateway(home, log)
         deadline = time.monotonic() + args.drain
         # up first: everything may be answered already, and a SIGTERM during the imports ends it as -15
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(ck._first_poll(tg, polls, proc), args.drain)
+            await asyncio.wait_for(ck.first_poll(tg, polls, proc), args.drain)
         while time.monotonic() < deadline:
             feishu_replies()
             expected = [t for t in world.pushed if t not in world.erased]

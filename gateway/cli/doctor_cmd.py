@@ -494,6 +494,8 @@ def _check_permissions(files: list[DataFile]) -> Check:
         p for f in files for p in (f.path, Path(f"{f.path}-wal"), Path(f"{f.path}-shm"))
         if p.exists() and p.stat().st_mode & 0o077
     ]
+    if not exposed and not any(f.path.exists() for f in files):
+        return Check("data permissions", "ok", "no data files yet (each is made owner-only at first start)")
     if not exposed:
         return Check("data permissions", "ok", "data files readable by you only")
     names = " ".join(str(p) for p in exposed)

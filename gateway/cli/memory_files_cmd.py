@@ -137,10 +137,7 @@ async def _write_json(
 
 
 def _kept(data: UserData) -> Callable[[str], Awaitable[UserExport]]:
-    async def kept(owner: str) -> UserExport:
-        return (await data.export(owner))[0]
-
-    return kept
+    return data.kept
 
 
 async def _user_data(stack: contextlib.AsyncExitStack, engine: MemoryEngine, *, person: bool) -> UserData:
@@ -193,8 +190,7 @@ async def _keeps(owner: str) -> bool:
     """Whether the gateway keeps anything of ``owner`` beside memory (:func:`_kept`)."""
     async with contextlib.AsyncExitStack() as stack:
         engine = await stack.enter_async_context(open_engine(resolve_db(load_cli_config()), create=False))
-        k = await _kept(await _user_data(stack, engine, person=True))(owner)
-        return bool(k.timezone or k.incognito_since or k.history or k.files or k.jobs or k.edits)
+        return (await (await _user_data(stack, engine, person=True)).kept(owner)).beside_memory
 
 
 async def _unanswered(stack: contextlib.AsyncExitStack) -> Callable[[str], Awaitable[int]] | None:

@@ -39,6 +39,7 @@ __all__ = ["COOKIE", "AdminAuth", "FailedAttempts", "Identity", "same_origin"]
 
 COOKIE = "myclaw_admin"
 COOKIE_PATH = "/memory"
+STEPPED_BACK = 24 * 3600  # the most a session's time of issue may be ahead of the clock (an NTP step back)
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,7 @@ class FailedAttempts:
         if times is None:
             return 0.0
         now = self._clock()
+        _clamp(times, now)
         while times and now - times[0] >= self.window:
             times.popleft()
         if not times:
@@ -83,10 +85,22 @@ class FailedAttempts:
     def failed(self, who: str, at: float | None = None) -> None:
         """One more wrong token from ``who``, now or ``at`` (taken up from a store)."""
         times = self._failures.pop(who, None) or deque(maxlen=self.limit)
-        times.append(self._clock() if at is None else at)
+        if at is None:
+            _clamp(times, at := self._clock())
+        times.append(at)
         self._failures[who] = times  # most recent last
         while len(self._failures) > self._max_clients:
             self._failures.popitem(last=False)
+
+
+def _clamp(times: deque[float], now: float) -> None:
+    """Failures counted "after" ``now``: the wall clock was stepped back
+    since (NTP). Taken as now, so the lockout lasts its window from here,
+    not the window and the step."""
+    if times and times[-1] > now:
+        kept = [min(t, now) for t in times]
+        times.clear()
+        times.extend(kept)
 
 
 def _mac(key: bytes, msg: str) -> str:
@@ -167,7 +181,11 @@ class AdminAuth:
         issued, _, nonce = head.partition(".")
         if not issued.isdigit() or not hmac.compare_digest(mac.encode(), _mac(self._key, "session." + head).encode()):
             return None
-        if not 0 <= self._clock() - int(issued) <= self.session_ttl:
+        # Issued "after" now: the clock was stepped back since (NTP), not a
+        # session from the future (the MAC is ours). It lasts its time on the
+        # clock that issued it; refused, the operator was signed out at once.
+        # Up to a day ahead: a clock once set years ahead gives no cookie for years.
+        if not -STEPPED_BACK <= self._clock() - int(issued) <= self.session_ttl:
             return None
         return nonce
 

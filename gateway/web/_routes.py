@@ -55,7 +55,7 @@ from aiohttp import web
 from gateway.chattitles import ChatTitles
 from gateway.datalock import ChatRunning
 from gateway.cli._common import memory_dict, near_handles
-from gateway.export import MIME, Spool, write_markdown
+from gateway.export import MIME, Spool, UserExport, write_markdown
 from gateway.http import HttpServer
 from memory.identity import IdentityMap
 from memory.service import SqliteMemory
@@ -228,6 +228,9 @@ class MemoryWeb:
         # How many of a user's messages wait in the inbox to be answered, for
         # the export (set once gateway.db is open: Inbox.owned).
         self.unanswered: Callable[[str], Awaitable[int]] | None = None
+        # What the gateway keeps of a user beside memory (UserData.kept: settings,
+        # history, jobs, messages waiting), in their export as the CLI's has it.
+        self.kept: Callable[[str], Awaitable[UserExport]] | None = None
         self._mounted: list[tuple[str, str]] = []
         # Held while erase-all runs (the App's ChatLock.erasing): refused beside a `myclaw chat`.
         self.erasing: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
@@ -567,7 +570,11 @@ class MemoryWeb:
         handles = [h for h in self.identities.handles(user) if h != user]
         # An empty file of a misspelt handle would read as "nothing stored about them" (as the CLI refuses).
         owners = await self.admin.engine.owners()
-        if user != GLOBAL_OWNER and not any(u in owners for u in (user, *handles)):
+        kept = self.kept if user != GLOBAL_OWNER else None
+        # Someone memory holds nothing of yet may still have said something
+        # (their first message being answered): that is theirs, as the CLI's export has it.
+        if (user != GLOBAL_OWNER and not any(u in owners for u in (user, *handles))
+                and not (kept is not None and (await kept(user)).beside_memory)):
             near = " / ".join(near_handles(user, owners))
             raise NotFound(f"nothing is stored about {user}, so there is nothing to export"
                            + (f" (did you mean {near}?)" if near else ""),
@@ -581,7 +588,8 @@ class MemoryWeb:
                       if self.titles is not None else {})
             await write_markdown(spool.write, SqliteMemory(self.admin.engine, self.admin.retriever), [user, *handles],
                                  at=now.strftime("%Y-%m-%d %H:%M UTC"), renamed=self.admin.engine.owned_project_aliases,
-                                 titles=titles, unanswered=self.unanswered, mapped=dict.fromkeys(handles, user))
+                                 titles=titles, unanswered=self.unanswered, mapped=dict.fromkeys(handles, user),
+                                 kept=kept)
         except BaseException:
             spool.close()
             raise

@@ -342,3 +342,18 @@ async def test_a_dropped_connection_is_still_an_error(fake: FakeFeishu) -> None:
             await asyncio.wait_for(ch.stop(), 20)
     dropped = [p for p in all_lines(stream) if p.get("logger") == "Lark" and "receive message loop exit" in p["event"]]
     assert dropped and dropped[0]["level"] == "error"
+
+
+async def test_the_fake_says_whether_a_long_connection_is_open(fake: FakeFeishu) -> None:
+    """``FakeFeishu.connected``: what a walk waits on before it pushes an event."""
+    assert not fake.connected
+    ch = FeishuChannel(ws_config(fake), MessageBus())
+    await ch.start()
+    try:
+        await fake.wait_ws_connected(CONNECT_TIMEOUT)
+        assert fake.connected
+    finally:
+        await asyncio.wait_for(ch.stop(), 20)
+    async with asyncio.timeout(CONNECT_TIMEOUT):
+        while fake.connected:
+            await asyncio.sleep(0.05)

@@ -1139,6 +1139,11 @@ class FakeFeishu:
                 self._ws_connected.clear()
         return ws
 
+    @property
+    def connected(self) -> bool:
+        """Whether a long connection client is connected now (``push_ws_event`` needs one)."""
+        return bool(self._sockets)
+
     async def wait_ws_connected(self, timeout: float = 30.0) -> None:
         await asyncio.wait_for(self._ws_connected.wait(), timeout)
 

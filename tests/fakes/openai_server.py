@@ -136,6 +136,21 @@ def said(body: dict[str, Any]) -> str:
     return split_user_content(text_of(body["messages"][-1].get("content")))[1]
 
 
+# A user's line in an extraction request: memory/llm.py numbers the lines
+# memory/extraction.py writes ("[10:02] user: words").
+_USER_LINE = re.compile(r"^L(\d+) \[[^\]]*\] user: (.*)$", re.M)
+
+
+def extraction_lines(body: dict[str, Any]) -> list[tuple[int, str]]:
+    """The user's lines a memory-model request numbers, as (number,
+    words): what a scripted extraction answers facts from, citing them.
+    None in a chat request (no ``response_format``), nor in a merge's or
+    profile refresh's (their facts are not user lines)."""
+    if not body.get("response_format"):
+        return []
+    return [(int(n), words) for n, words in _USER_LINE.findall(text_of(body["messages"][-1].get("content")))]
+
+
 _DATA_URL = re.compile(r"^data:(image/[a-z0-9.+-]+);base64,(.*)$", re.DOTALL)
 
 

@@ -581,6 +581,13 @@ class FakeTelegram:
         self._cuts.setdefault(method.lower(), deque()).append((accepted, arrived))
         return arrived
 
+    def uncut(self, method: str | None = None) -> int:
+        """Call off the cuts ``cut_next`` aimed at ``method`` (every method:
+        None) that no call reached yet (a walk's kill came first); returns
+        how many. A call already held stays held."""
+        methods = [method.lower()] if method is not None else list(self._cuts)
+        return sum(len(self._cuts.pop(m, ())) for m in methods)
+
     def slow_next(self, method: str, *, after: int = 0) -> asyncio.Event:
         """The next call of ``method`` (after ``after`` answered at once) is
         carried out at once, its answer held until the returned event is

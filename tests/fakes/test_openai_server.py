@@ -88,3 +88,22 @@ async def test_a_stop_ends_a_delayed_reply_as_it_does_a_held_one(stream: bool) -
     finally:
         asking.cancel()
         await fake.stop()
+
+
+async def test_an_extraction_requests_user_lines_are_read_as_the_memory_model_reads_them() -> None:
+    """``extraction_lines``: the numbered user lines of a real extraction
+    request (memory/llm.py numbers what memory/extraction.py writes), what
+    a scripted memory model answers facts from; a chat turn has none."""
+    from memory.llm import MemoryLLM
+    from tests.fakes.openai_server import extraction_lines
+
+    async with FakeOpenAI(responder=lambda body: Reply(content='{"facts": [], "summary": "tea"}')) as fake:
+        llm = MemoryLLM(base_url=fake.url, model="mem", api_key=fake.api_key or "sk-test-000000", timeout=5.0, retries=0)
+        try:
+            await llm.extract(["[2026-03-02 Mon 10:00] user: I like green tea", "[10:01] assistant: Noted.",
+                               "[10:02] user: and oolong [p1-2]"])
+        finally:
+            await llm.aclose()
+        await chat(fake, [{"role": "user", "content": "L1 [10:00] user: not an extraction"}])
+    assert extraction_lines(fake.requests[0]) == [(1, "I like green tea"), (3, "and oolong [p1-2]")]
+    assert extraction_lines(fake.requests[1]) == []

@@ -176,3 +176,16 @@ async def test_get_file_and_the_file_download_path(fake: FakeTelegram, client: h
     huge = fake.add_file(bytes(20 * 1024 * 1024 + 1))
     too_big = await client.post(api(fake, "getFile"), json={"file_id": huge["file_id"]})
     assert too_big.json()["description"] == "Bad Request: file is too big"
+
+
+async def test_a_cut_aimed_at_but_never_reached_is_called_off(fake: FakeTelegram, client: httpx.AsyncClient) -> None:
+    """``uncut``: a walk's last run must not have its first send held by a
+    cut the killed run never reached."""
+    fake.push_text(5, 5, "hi")
+    fake.cut_next("sendMessage")
+    fake.cut_next("getMe")
+    assert fake.uncut("sendMessage") == 1
+    r = await client.post(api(fake, "sendMessage"), json={"chat_id": 5, "text": "answered"})
+    assert r.status_code == 200 and fake.sent[-1].text == "answered"
+    assert fake.uncut() == 1 and fake.uncut() == 0
+    assert (await client.get(api(fake, "getMe"))).status_code == 200

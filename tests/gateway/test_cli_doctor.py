@@ -979,3 +979,13 @@ def test_memory_vectors_say_how_far_the_embedding_got(home: Path, fakes: Fakes) 
     r = doctor("--offline")
     assert r.exit_code == 0, r.output
     assert "1 vector kept while memory.embedding is off" in line(r, "memory vectors")
+
+
+def test_a_fresh_home_says_it_has_no_data_files_yet_not_that_they_are_private(home: Path, fakes: Fakes) -> None:
+    """Before the first start there is nothing to protect: "data files
+    readable by you only" read as a check of files that do not exist."""
+    write_config(home, healthy_config(fakes))
+    hit = line(doctor("--offline"), "data permissions")
+    assert hit.startswith("ok ") and "no data files yet" in hit and "readable by you only" not in hit, hit
+    make_data_files(home)
+    assert "data files readable by you only" in line(doctor("--offline"), "data permissions")

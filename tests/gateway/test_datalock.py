@@ -267,3 +267,31 @@ def test_the_gateways_erasure_takes_the_chat_lock_for_its_length_only(tmp_path: 
     chat = ChatLock(tmp_path)
     chat.share()  # let go after
     chat.release()
+
+
+def test_the_gateways_erasures_at_once_do_not_refuse_each_other(tmp_path: Path) -> None:
+    """Two users' ``/forget all`` confirmed at the same moment in one
+    gateway: each took chat.lock through a descriptor of its own, and
+    flock refuses a second descriptor even in the same process, so the
+    second user was told a terminal chat or another erasure ran. The
+    gateway's erasures hold it together; it goes once the last ends."""
+    from gateway.datalock import ChatLock, ChatRunning, ErasureHold
+
+    hold = ErasureHold(tmp_path)
+    with hold.erasing():
+        with hold.erasing():  # the second user's, under way beside the first
+            with pytest.raises(ChatRunning):
+                ChatLock(tmp_path).share()
+        with pytest.raises(ChatRunning):  # the first still erasing: still no chat
+            ChatLock(tmp_path).share()
+        with pytest.raises(ChatRunning, match="another erasure"):
+            ChatLock(tmp_path).exclusive()  # `myclaw memory forget` beside it
+    chat = ChatLock(tmp_path)
+    chat.share()  # let go after the last
+    try:
+        with pytest.raises(ChatRunning, match="myclaw chat is running"), hold.erasing():
+            raise AssertionError("erased beside a chat")
+    finally:
+        chat.release()
+    with hold.erasing():  # the refusal left nothing held
+        pass

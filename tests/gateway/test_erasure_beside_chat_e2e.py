@@ -158,3 +158,29 @@ async def test_a_chats_own_forget_all_beside_another_chat_refuses_then_erases_on
             await asyncio.wait_for(terminal.wait_closed(), 10)
         finally:
             await app.close()
+
+
+async def test_two_users_forget_all_confirmed_at_once_are_both_erased(tmp_path: Path) -> None:
+    """Found by a walk: Alice's and Bob's confirmations, sent at the same
+    moment, ran in their chats' workers side by side; the second was told
+    "a terminal chat (myclaw chat) or another erasure is running", nothing
+    erased, though no chat ran: the first erasure held the lock."""
+    from gateway.bus import InboundMessage
+
+    model, clock = Model(), ManualClock("2026-03-02T10:00:00Z")
+    async with running(tmp_path, model, clock) as (app, fake):
+        codes = {}
+        for who in ("alice", "bob"):
+            await say(app, clock, f"my locker is {who}-{SECRET}", who)
+            codes[who] = re.findall(r"/forget all (\d{4})", await say(app, clock, "/forget all", who))[-1]
+        echo = app.channels["echo"]
+        echo.got.clear()  # type: ignore[attr-defined]
+        before = len(echo.sent)  # type: ignore[attr-defined]
+        for who, code in codes.items():
+            await echo.publish(InboundMessage(channel="echo", chat_id=f"c-{who}", sender_id=who,  # type: ignore[attr-defined]
+                                              text=f"/forget all {code}", timestamp=clock.now()))
+        assert await app.loop.drain(10)  # type: ignore[union-attr]
+        answers = {m.chat_id: m.text for m in echo.sent[before:]}  # type: ignore[attr-defined]
+        assert all(answers[f"c-{who}"].startswith("Erased for good") for who in codes), answers
+        for who in codes:
+            assert await app.sessions.owned(f"echo:{who}") == 0  # type: ignore[union-attr]

@@ -1115,3 +1115,43 @@ async def test_a_profile_refresh_that_changed_nothing_is_not_asked_again_until_i
     await compressor.weekly()
     assert len(asked) == 3 and "User prefers dark mode" in asked[-1]
     assert "User prefers dark mode" in {m.content for m in await engine.profile("alice", include_global=False)}
+
+
+async def test_a_kept_profile_refresh_is_asked_once_more_of_another_memory_model(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """``memory.model`` changed: the new model may judge the profile
+    otherwise, so the refresh the old one kept asks it once (as the weekly
+    merge does), and not again while nothing changes; going back to the old
+    model, its answer for this profile stands."""
+    for words in ("User lives in Munich", "User is a tech lead", "User is pescatarian"):
+        await engine.add(NewMemory(owner="alice", content=words, category=Category.IDENTITY, importance=1.0))
+    asked: list[str] = []
+
+    def profile(body: dict[str, Any]) -> Reply:
+        if kind(body) != "profile":
+            return Reply(json.dumps({"facts": [], "drop": []}))
+        asked.append(body["model"])
+        user = body["messages"][-1]["content"]
+        facts = re.findall(r"^(\d+)\. \[[^\]]*\] (.*)$", user.split("Important facts:")[1], re.M)
+        return Reply(json.dumps({"entries": [{"content": c, "category": "identity", "facts": [int(n)]}
+                                             for n, c in facts]}))
+
+    fake.responder = profile
+    compressor = Compressor(engine, llm)
+    for _ in range(3):
+        await compressor.weekly()
+        clock.advance(timedelta(days=7))
+    assert asked == [llm.model, llm.model]  # promoted, then kept: not asked the third week
+    newer = MemoryLLM(base_url=fake.url, model="mem-model-2", api_key="sk-test-000000", timeout=2.0, retries=0)
+    try:
+        for _ in range(3):
+            await Compressor(engine, newer).weekly()
+            clock.advance(timedelta(days=7))
+    finally:
+        await newer.aclose()
+    assert asked == [llm.model, llm.model, "mem-model-2"]
+    await compressor.weekly()
+    assert asked == [llm.model, llm.model, "mem-model-2"]
+    assert {m.content for m in await engine.profile("alice", include_global=False)} == {
+        "User lives in Munich", "User is a tech lead", "User is pescatarian"}

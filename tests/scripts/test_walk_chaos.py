@@ -27,3 +27,20 @@ async def test_a_short_chaos_walk_breaks_no_invariant(tmp_path: Path) -> None:
     assert result["erasure"]["confirmed"] == 1 and result["erasure"]["words"] > 0
     assert result["answered_once"] > 0 and result["never_answered"] == 0
     assert result["messages"]["group_chatter"] > 0 and result["messages"]["edits"] > 0
+
+
+def test_the_walks_read_the_fakes_and_each_other_by_their_public_names() -> None:
+    """The chaos scripts drive the loopback fakes (and walk_chaos the
+    kill script's helpers) by their public accessors only: a fake's
+    private field renamed would break a walk nobody runs in CI."""
+    import ast
+
+    scripts = Path(__file__).resolve().parents[2] / "scripts"
+    found: list[str] = []
+    for name in ("walk_chaos.py", "chaos_kill.py"):
+        tree = ast.parse((scripts / name).read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
+                    and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))):
+                found.append(f"{name}:{node.lineno} .{node.attr}")
+    assert found == []
