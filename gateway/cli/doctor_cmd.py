@@ -146,6 +146,7 @@ def _check_config(report: Report, env: Mapping[str, str]) -> Config | None:
 
 
 _TELEGRAM_TOKEN = re.compile(r"\d+:[A-Za-z0-9_-]+")
+_NOT_SECRET = frozenset({"channels.feishu.appId"})  # an app id names the app; its secret is the key
 
 
 def _source(path: tuple[str | int, ...], env: Mapping[str, str]) -> str:
@@ -164,6 +165,10 @@ def _secret_checks(report: Report, cfg: Config, env: Mapping[str, str]) -> None:
     found = credentials_in_use(cfg)
     if cfg.gateway.admin.enabled and cfg.memory.enabled:
         found.append(Credential("gateway.admin.token", ("gateway", "admin", "token"), cfg.gateway.admin.token, "error"))
+    in_file = [c.setting for c in found if c.value.get_secret_value() and c.setting not in _NOT_SECRET
+               and _source(c.path, env) == "config file"]
+    if in_file:
+        report.checks.append(_check_config_mode(report.config_file, in_file))
     for c in found:
         name = setting = c.setting
         value, source, if_empty = c.value.get_secret_value(), _source(c.path, env), c.if_empty
@@ -181,8 +186,23 @@ def _secret_checks(report: Report, cfg: Config, env: Mapping[str, str]) -> None:
             report.add(name, "warning", f"set ({source}), but not shaped like a bot token (digits:letters)",
                        "copy the token BotFather gave", source=source)
         else:
-            shown = value if setting == "channels.feishu.appId" else _mask(value)  # an app id is not secret
+            shown = value if setting in _NOT_SECRET else _mask(value)
             report.add(name, "ok", f"set ({source}): {shown}", source=source)
+
+
+def _check_config_mode(path: Path, settings: list[str]) -> Check:
+    """A config file holding keys that other accounts can read. An editor
+    or `cp` makes it 0644 under the usual umask; myclaw never changes a mode
+    the operator chose (as with the data files), so it names the command."""
+    try:
+        exposed = path.stat().st_mode & 0o077
+    except OSError:  # gone since it was read: nothing to say about its mode
+        exposed = 0
+    if not exposed:
+        return Check("config.json permissions", "ok", f"{path} (with its keys) readable by you only")
+    return Check("config.json permissions", "warning",
+                 f"{path} holds {', '.join(settings)} and other accounts on this machine can read it",
+                 f"chmod 600 {path} (or move the keys to their MYCLAW_* variables)", {"settings": settings})
 
 
 def _setting_checks(report: Report, cfg: Config) -> None:

@@ -108,8 +108,11 @@ def healthy_config(f: Fakes) -> dict[str, Any]:
     }
 
 
-def write_config(home: Path, doc: dict[str, Any]) -> None:
-    (home / "config.json").write_text(json.dumps(doc), encoding="utf-8")
+def write_config(home: Path, doc: dict[str, Any], mode: int = 0o600) -> None:
+    """Owner-only, as the README says to keep a config holding keys."""
+    path = home / "config.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    path.chmod(mode)
 
 
 def make_data_files(home: Path) -> None:
@@ -777,6 +780,41 @@ def test_transcription_on_the_chat_provider_points_there(home: Path, fakes: Fake
 
 
 # -- permissions of an older install ---------------------------------------------
+
+
+def test_a_config_holding_keys_that_others_can_read_is_named_with_the_chmod_to_run(home: Path, fakes: Fakes) -> None:
+    """`cp config.example.json ~/.myclaw/config.json` under the usual umask
+    makes it 0644: every account on the machine can read the bot token and
+    the API key in it. Doctor says which keys and how to fix it; it changes
+    nothing itself, and the file's words never reach its output."""
+    write_config(home, healthy_config(fakes), mode=0o644)
+    before = snapshot(home)
+    r = doctor("--offline")
+    assert r.exit_code == 0, r.output  # a warning: the bot works
+    hit = line(r, "config.json permissions")
+    assert hit.startswith("warning ")
+    assert "holds provider.apiKey, channels.telegram.token, channels.feishu.appSecret" in hit
+    assert hit.endswith(f"-> chmod 600 {home / 'config.json'} (or move the keys to their MYCLAW_* variables)")
+    assert API_KEY not in r.stdout and fakes.telegram.token not in r.stdout
+    assert snapshot(home) == before
+    (home / "config.json").chmod(0o600)
+    assert line(doctor("--offline"), "config.json permissions").startswith("ok ")
+
+
+def test_a_readable_config_whose_keys_come_from_the_environment_is_not_warned_about(home: Path, fakes: Fakes) -> None:
+    """The keys in MYCLAW_* variables: the file holds nothing secret, so its
+    mode is the operator's business."""
+    doc = healthy_config(fakes)
+    del doc["provider"]["apiKey"]
+    doc["channels"]["feishu"]["enabled"] = False
+    del doc["channels"]["feishu"]["appSecret"]
+    del doc["channels"]["telegram"]["token"]
+    doc["memory"]["embedding"]["enabled"] = False
+    write_config(home, doc, mode=0o644)
+    r = doctor("--offline", MYCLAW_PROVIDER_API_KEY=API_KEY, MYCLAW_TELEGRAM_TOKEN=fakes.telegram.token)
+    assert "set (env MYCLAW_PROVIDER_API_KEY)" in line(r, "provider.apiKey")
+    assert "config.json permissions" not in r.stdout
+    assert r.stdout.splitlines()[-1] == "0 error(s), 0 warning(s)", r.stdout
 
 
 def test_data_files_others_can_read_are_named_with_the_chmod_to_run(home: Path, fakes: Fakes) -> None:
