@@ -654,8 +654,9 @@ _COUNTED = {
     "undelivered replies": ("undelivered reply", "undelivered replies"),
     "messages waiting to be answered": ("message waiting to be answered", "messages waiting to be answered"),
     "edits waiting to be applied": ("edit waiting to be applied", "edits waiting to be applied"),
-    # memory/groupnotes.py: a group's notes, days and waiting lines drawn from theirs
-    "group notes": ("group note, day or line drawn from theirs", "group notes, days and lines drawn from theirs"),
+    # memory/groupnotes.py: a group's notes and days drawn from theirs, their lines waiting under a group
+    "group notes": ("group note or day drawn from theirs", "group notes and days drawn from theirs"),
+    "group lines": ("line of theirs waiting under a group", "lines of theirs waiting under a group"),
 }
 
 
@@ -676,7 +677,7 @@ _POLL = 0.2
 _GATEWAY_COUNTS = {
     "memories": "memories", "events": "events", "messages": "history messages", "jobs": "scheduled jobs",
     "files": "recent files", "waiting": "messages waiting to be answered", "incognito": "incognito setting",
-    "timezone": "time zone setting",
+    "timezone": "time zone setting", "group_notes": "group notes",
 }
 
 

@@ -396,7 +396,7 @@ def test_forget_user_erases_the_group_notes_drawn_from_their_lines_and_not_other
 
     asyncio.run(seed())
     out = ok("forget", "--user", "telegram:11", "--yes").stdout
-    assert "1 memory" in out and "1 group note, day or line drawn from theirs" in out, out
+    assert "1 memory" in out and "1 group note or day drawn from theirs" in out, out
     left = json.loads(ok("export").stdout)["memories"]
     assert [m["content"] for m in left] == ["Mom said Mia is allergic to peanuts"]
     assert not files_holding(home, "lake trip")
