@@ -27,6 +27,8 @@ from memory.forgetting import Erasure, erase_planned, plan_erasure, retire_entri
 from memory.identity import IdentityMap
 from memory.retrieval import Retriever
 from memory.clock import SystemClock
+from memory.groupnotes import forget_group
+from memory.groupowner import GROUP_PREFIX, chat_of, group_owner
 from memory.types import GLOBAL_OWNER, Hit, Memory
 
 from . import main
@@ -104,21 +106,26 @@ def stats(user: str | None, as_json: bool) -> None:
 async def _stats(path: Path, owner: str | None, as_json: bool) -> None:
     async with open_engine(path) as engine:
         s = await engine.stats(owner)
-        per_user = []
+        per_user: list[dict[str, Any]] = []
+        per_group: list[dict[str, Any]] = []
         for u in [owner] if owner else await engine.owners():
             us = s if owner else await engine.stats(u)
-            per_user.append(
-                {
-                    "user": u,
-                    "active": us.by_status.get("active", 0),
-                    "tier1": us.by_tier.get("1", 0),
-                    "archived": us.by_status.get("archived", 0),
-                    "events": us.events,
-                    "buffered": us.buffered,
-                }
-            )
+            row = {
+                "active": us.by_status.get("active", 0),
+                "tier1": us.by_tier.get("1", 0),
+                "archived": us.by_status.get("archived", 0),
+                "events": us.events,
+                "buffered": us.buffered,
+            }
+            if (chat := chat_of(u)) is None:
+                per_user.append({"user": u, **row})
+            else:  # a group's own memory (memory/groupnotes.py): nobody's, listed apart
+                per_group.append({"group": f"{chat[0]}:{chat[1]}", "owner": u, **row})
+    names = _group_names([g["group"] for g in per_group]) if per_group else {}
+    for g in per_group:
+        g["title"] = names[g["group"]].removesuffix(f" ({g['group']})") if names[g["group"]] != g["group"] else ""
     if as_json:
-        echo_json({"db": str(path), "user": owner, **vars(s), "users": per_user})
+        echo_json({"db": str(path), "user": owner, **vars(s), "users": per_user, "groups": per_group})
         return
 
     def counts(d: dict[str, int]) -> str:
@@ -142,6 +149,14 @@ async def _stats(path: Path, owner: str | None, as_json: bool) -> None:
             render_table(
                 ["USER", "ACTIVE", "TIER1", "ARCHIVED", "EVENTS", "BUFFERED"],
                 [[p["user"], p["active"], p["tier1"], p["archived"], p["events"], p["buffered"]] for p in per_user],
+            )
+        )
+    if per_group:
+        click.echo()
+        click.echo(
+            render_table(
+                ["GROUP", "NOTES", "ARCHIVED", "EVENTS", "BUFFERED"],
+                [[names[g["group"]], g["active"], g["archived"], g["events"], g["buffered"]] for g in per_group],
             )
         )
 
@@ -560,10 +575,13 @@ def _built_on(plan: Erasure) -> str:
 
 @memory.command()
 @user_option
+@click.option("--group", "group", metavar="CHANNEL:CHAT_ID",
+              help="Instead of a user: erase one group's own memory (its notes, days and waiting lines), "
+                   "as the bot's removal from it does; its members' own memories stay.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @db_option
 @shares_data
-def forget(user: str | None, yes: bool) -> None:
+def forget(user: str | None, group: str | None, yes: bool) -> None:
     """Erase everything stored about --user, for good: memories of every
     status, daily events, messages waiting for extraction, change-log
     entries, conversation history (Tier 0), replies to them still waiting
@@ -578,9 +596,18 @@ def forget(user: str | None, yes: bool) -> None:
     An older gateway keeps their time zone and incognito settings until
     restarted: restart it then."""
     cfg = load_cli_config()
+    if group is not None:
+        if user:
+            raise click.UsageError("give --user or --group, not both")
+        _forget_group(resolve_db(cfg), group, yes)
+        return
     owner = resolve_user(user, cfg)
     if not owner:
         raise click.UsageError("--user is required")
+    if (chat := chat_of(owner)) is not None:
+        # A group's own memory is nobody's: no person's history, jobs or settings go with it.
+        raise click.UsageError(f"{owner} is a group's own memory, not a user: "
+                               f"myclaw memory forget --group {chat[0]}:{chat[1]}")
     if owner == GLOBAL_OWNER:
         raise click.UsageError("_global is shared by everyone; delete its memories one by one")
     db = resolve_db(cfg)
@@ -826,6 +853,41 @@ async def _owner_rows(db: Database, owner: str) -> bool:
                     f'SELECT 1 FROM "{schema}"."{table}" WHERE owner = ? LIMIT 1', (owner,)):
                 return True
     return False
+
+
+def _forget_group(db: Path, place: str, yes: bool) -> None:
+    """``forget --group``: memory/groupnotes.py ``forget_group`` on memory.db
+    (what the bot's removal from the group runs in the gateway)."""
+    channel, sep, chat_id = place.strip().removeprefix(GROUP_PREFIX).partition(":")
+    if not (sep and channel and chat_id):
+        raise click.UsageError(f"--group is CHANNEL:CHAT_ID (telegram:-1001234, feishu:oc_...), not {place!r}")
+    place = f"{channel}:{chat_id}"
+    name = _group_names([place]).get(place, place)
+    if group_owner(channel, chat_id) not in run(_owners(db)):
+        raise click.ClickException(f"nothing is stored for the group {name}, so nothing was erased")
+    if not yes and not confirm(f"Erase the memory of the group {name} for good (its notes, days and lines "
+                               "waiting to be learnt)? Its members' own memories stay. This cannot be undone."):
+        raise click.ClickException("cancelled; nothing changed")
+
+    async def erase() -> dict[str, int]:
+        async with open_engine(db) as engine:
+            return await forget_group(engine, channel, chat_id)
+
+    counts = run(erase())
+    click.echo(f"erased the memory of the group {name}: "
+               + ", ".join(_counted(k, n) for k, n in counts.items() if n and k != "log"))
+
+
+def _group_names(places: list[str]) -> dict[str, str]:
+    """``channel:chat_id`` -> ``Title (channel:chat_id)`` where gateway.db
+    knows its title (read only), else the id alone."""
+    from gateway.chattitles import read_titles
+
+    try:
+        titles = read_titles(Paths.from_env().gateway_db())
+    except sqlite3.DatabaseError:
+        titles = {}
+    return {p: f"{titles[p]} ({p})" if titles.get(p) else p for p in places}
 
 
 async def _forget(cfg: Config, path: Path, owner: str) -> dict[str, int]:
