@@ -276,3 +276,102 @@ async def test_forget_all_in_chinese_counts_the_group_notes_of_the_members_lines
     assert re.search(r"[1-9]\d* 条根据你在群里说的话记下的群组笔记", asked), asked
     assert erased.startswith("已永久删除") and re.search(r"[1-9]\d* 条根据你在群里说的话记下的群组笔记", erased), erased
     assert left[0] == 0
+
+
+
+async def test_the_bot_removed_while_a_stop_cuts_its_erasure_is_erased_at_the_next_start(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """A kill after the channel kept the bot's removal in the inbox (so
+    Telegram's offset passed it) and before the loop applied it leaves its
+    revision row: the next start erases the group's memory, once."""
+    from gateway.bus import BOT_LEFT, LEFT, InboundMessage
+    from gateway.inbox import Inbox
+    from gateway.sessions import SessionStore
+
+    owner = f"group:telegram:{FAMILY}"
+    model = Scripted()
+    async with FakeOpenAI(api_key="sk-group-notes-0123456789", responder=model) as llm, FakeTelegram() as tg:
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, gateway={"timezone": "UTC"})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            assert app.loop is not None and app.extraction is not None
+            tg.push_text(FAMILY, DAD, "I'll book the hotel for the lake trip", chat_type="supergroup",
+                         first_name="Dad", mention=True)
+            await tg.wait_sent(1, timeout=10)
+            assert await app.loop.drain(5)
+            model.notes.append(("book the hotel for the lake trip", {"facts": [
+                _note("Dad is booking the hotel for the lake trip", ["hotel", "lake trip"],
+                      "book the hotel for the lake trip")], "summary": "Dad books the hotel"}))
+            clock.advance(300)
+            assert all(r.ok for r in await app.extraction.tick())  # type: ignore[attr-defined]
+            had = await _group_rows(app, owner)
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+    # What the kill left: the removal kept as the channel keeps it (gateway/inbox.py), never applied.
+    [gateway_db] = list(tmp_path.rglob("gateway.db"))
+    async with await SessionStore.open(gateway_db, clock) as store:
+        await Inbox(store.db, clock).keep(InboundMessage(
+            channel="telegram", chat_id=str(FAMILY), sender_id=BOT_LEFT, text="", is_group=True, kind=LEFT,
+            message_id="", metadata={}))
+    stopped = await _rows_on_disk(tmp_path, clock, owner)
+
+    async with FakeOpenAI(api_key="sk-group-notes-0123456789", responder=Scripted()) as llm, FakeTelegram() as tg:
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, gateway={"timezone": "UTC"})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            left = await _gone(app, owner)
+            assert app.inbox is not None
+            kept = await app.inbox.revisions()
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+    assert had >= 2 and stopped == had  # nothing erased before the start
+    assert left == 0 and kept == []
+
+
+async def test_a_group_jobs_run_recalls_that_groups_notes_and_another_groups_job_does_not(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    owner_leo = f"telegram:{LEO}"
+    model = Scripted()
+    async with FakeOpenAI(api_key="sk-group-notes-0123456789", responder=model) as llm, FakeTelegram() as tg:
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, gateway={"timezone": "UTC"})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            assert app.loop is not None and app.extraction is not None
+            tg.push_text(FAMILY, DAD, "I'll book the hotel for the lake trip", chat_type="supergroup",
+                         first_name="Dad", mention=True)
+            await tg.wait_sent(1, timeout=10)
+            assert await app.loop.drain(5)
+            model.notes.append(("book the hotel for the lake trip", {"facts": [
+                _note("Dad is booking the hotel for the lake trip", ["hotel", "booking", "lake trip"],
+                      "book the hotel for the lake trip")], "summary": "Dad books the hotel"}))
+            clock.advance(300)
+            assert all(r.ok for r in await app.extraction.tick())  # type: ignore[attr-defined]
+            ask = "Remind everyone who is booking the hotel for the lake trip"
+            await app.loop.run_job(channel="telegram", chat_id=str(FAMILY), user=owner_leo, text=ask)
+            here = _chat_turn(llm.requests)
+            await app.loop.run_job(channel="telegram", chat_id="-100799", user=owner_leo, text=ask)
+            elsewhere = _chat_turn(llm.requests)
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+    first = _recalled(here).splitlines()[0]
+    assert "Dad is booking the hotel" in first and "the group's note, said by Dad" in first, first
+    assert "Dad is booking" not in _prompt(elsewhere) and "said by Dad" not in _prompt(elsewhere)  # none elsewhere
+
+async def _rows_on_disk(tmp_path: Path, clock: ManualClock, owner: str) -> int:
+    from memory import MemoryEngine
+
+    [db] = [p for p in tmp_path.rglob("memory.db")]
+    engine = await MemoryEngine.open(db, clock)
+    try:
+        n = 0
+        for table in ("memories", "daily_events", "extraction_buffer"):
+            row = await engine.db.fetchone(f"SELECT COUNT(*) FROM {table} WHERE owner = ?", (owner,))
+            n += row[0] if row else 0
+        return n
+    finally:
+        await engine.close()
