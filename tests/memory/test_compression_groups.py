@@ -53,7 +53,8 @@ async def test_a_week_of_a_groups_days_is_compressed_once_each_into_notes_naming
     notes = {m.content: m for m in await engine.list_memories(owner, limit=100)}
     assert len(notes) == 7
     note = notes["Dad plans stop 3 of the lake trip"]
-    assert DAD in note.provenance.speakers and "Dad" in note.provenance.said_by
+    # Named by the members of the event it retells (Dad's), not by everyone heard that day.
+    assert (note.provenance.speakers, note.provenance.said_by) == ((DAD,), ("Dad",))
     assert (note.provenance.chat_id, note.provenance.group) == (FAMILY[1], True)
     # Read in that group only, cited as the group's note.
     hits = await SqliteMemory(engine).search(MOM, "lake trip stop 3", private=False, chat=FAMILY)
@@ -66,7 +67,9 @@ async def test_a_week_of_a_groups_days_is_compressed_once_each_into_notes_naming
     fake.responder = lambda body: Reply(reply([], "x"))
     assert (await Compressor(engine, llm).daily()).events == 1 and len(fake.requests) == 8
 
-    # Dad erases everything: the notes drawn from days his lines were in go with him.
+    # Mom erases everything: no note of Dad's goes with her. Dad does: his go.
+    assert (await forget_speaker(engine, MOM))["notes"] == 0
+    assert len(await engine.list_memories(owner, limit=100)) == 7
     gone = await forget_speaker(engine, DAD)
-    assert gone["notes"] >= 7
+    assert gone["notes"] == 7
     assert not [m for m in await engine.list_memories(owner, limit=100) if DAD in m.provenance.speakers]
