@@ -217,11 +217,12 @@ async def _list(path: Path, owner: str | None, filters: dict[str, Any], as_json:
     if not rows:
         click.echo(_empty_list(owner, stored, owners) if plain else "no memories match", err=True)
         return
+    who = owner_labels([m.owner for m in rows])
     click.echo(
         render_table(
             ["ID", "USER", "TIER", "CATEGORY", "IMP", "PROJECT", "STATUS", "DATE", "CONTENT"],
             [
-                [m.id, m.owner, m.tier, m.category.value, f"{m.importance:.2f}", m.project, m.status.value,
+                [m.id, who[m.owner], m.tier, m.category.value, f"{m.importance:.2f}", m.project, m.status.value,
                  m.created_at[:10], m.content]
                 for m in rows
             ],
@@ -310,10 +311,11 @@ async def _search(path: Path, owner: str | None, query: str, limit: int, as_json
         why = f": nothing is stored about {owner} ({_near_hint(owner, owners)})" if owner and unknown else ""
         click.echo(f"no matches{why}", err=True)
         return
+    who = owner_labels([u for u, _ in hits])
     click.echo(
         render_table(
             ["SCORE", "USER", "CITATION", "CONTENT"],
-            [[f"{h.score:.3f}", u, h.citation(), h.content] for u, h in hits],
+            [[f"{h.score:.3f}", who[u], h.citation(), h.content] for u, h in hits],
         )
     )
 
@@ -876,6 +878,15 @@ def _forget_group(db: Path, place: str, yes: bool) -> None:
     counts = run(erase())
     click.echo(f"erased the memory of the group {name}: "
                + ", ".join(_counted(k, n) for k, n in counts.items() if n and k != "log"))
+
+
+def owner_labels(owners: list[str]) -> dict[str, str]:
+    """Each owner as a table's USER column shows it: a user by their id, a
+    group's own memory (memory/groupnotes.py) as ``group Family
+    (telegram:-100123)``, never as if it were a user."""
+    places = {o: f"{c[0]}:{c[1]}" for o in owners if (c := chat_of(o)) is not None}
+    names = _group_names(sorted(set(places.values()))) if places else {}
+    return {o: f"group {names[places[o]]}" if o in places else o for o in owners}
 
 
 def _group_names(places: list[str]) -> dict[str, str]:

@@ -1344,6 +1344,11 @@ def test_stats_keeps_groups_apart_by_title_and_forget_group_erases_one_groups_me
             await e.add_event("group:telegram:-100900", "2026-02-28", "Dad books the hotel", channel="telegram",
                               chat_id="-100900")
             await e.add(NewMemory(owner="telegram:11", content="Dad likes lakes"))
+            from memory.changelog import write_log
+
+            async with e.db.transaction() as conn:
+                await write_log(conn, at="2026-03-01T12:00:00Z", job="chat", owner="group:telegram:-100900",
+                                action="forget-in-group", detail={"by": "telegram:12"})
         async with await SessionStore.open(home / "data" / "gateway.db") as s:
             await ChatTitles(s.db).seen("telegram", "-100900", "Family", at="2026-03-01T12:00:00Z")
 
@@ -1354,6 +1359,10 @@ def test_stats_keeps_groups_apart_by_title_and_forget_group_erases_one_groups_me
     assert "Family (telegram:-100900)" in groups and "telegram:-100901" in groups, out
     doc = json.loads(ok("stats", "--json").stdout)
     assert [u["user"] for u in doc["users"]] == ["telegram:11"]
+    listed = ok("list").stdout
+    assert "group Family (telegram:-100900)" in listed and "group telegram:-100901" in listed, listed
+    assert "group Family (telegram:-100900)" in ok("search", "hotel").stdout
+    assert "group Family (telegram:-100900)" in ok("log").stdout
     assert {g["group"]: (g["title"], g["active"], g["events"]) for g in doc["groups"]} == {
         "telegram:-100900": ("Family", 1, 1), "telegram:-100901": ("", 1, 0)}
 
