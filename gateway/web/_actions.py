@@ -359,6 +359,7 @@ class MemoryAdmin:
         if m is None or (owner is not None and m.owner != owner):
             raise NotFound(f"no memory with id {memory_id}" + (f" for user {owner}" if owner else ""),
                            key="err_not_found_for" if owner else "err_not_found", id=memory_id, user=owner)
+        person(m.owner)  # a group's note is not shown, edited or erased as a person's memory
         return m
 
     async def replaced(self, ids: Sequence[int]) -> dict[int, builtins.list[Memory]]:  # `list` is a method here

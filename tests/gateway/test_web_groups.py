@@ -38,6 +38,10 @@ async def test_a_group_is_listed_as_a_group_never_as_a_user_and_its_memory_is_er
         for path in ("/memory", "/memory/export", "/memory/erase-all"):
             r = await c.get(path, params={"user": OWNER})
             assert r.status_code == 400 and "is a group" in r.text, (path, r.status_code)
+        [note] = await site.engine.list_memories(OWNER)
+        for path in ("/memory/item", "/memory/edit", "/memory/erase"):  # nor one of its notes by its id
+            r = await c.get(path, params={"id": note.id})
+            assert r.status_code == 400 and "is a group" in r.text, (path, r.status_code)
         async with site.client() as api:
             users_api = (await api.get("/memory/api/users")).text
             groups_api = (await api.get("/memory/api/groups")).text
