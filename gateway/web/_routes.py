@@ -245,7 +245,7 @@ class MemoryWeb:
             return
         places = {p for m in memories for p in (*m.provenance.shared, f"{m.provenance.channel}:{m.provenance.chat_id}",
                                                 *(g for g, _ in m.provenance.replaced_in))}
-        ctx.names = await self.titles.names(places)
+        ctx.names.update(await self.titles.names(places))  # the picker's groups too
 
     def routes(self) -> list[tuple[str, str, Callable[[web.Request], Awaitable[web.StreamResponse]]]]:
         page, api = self._page, self._api

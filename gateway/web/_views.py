@@ -388,6 +388,8 @@ nav.users li a{display:flex;justify-content:space-between;gap:8px;padding:6px 16
 nav.users li a:hover{background:#f1f5f9;text-decoration:none}
 nav.users li a.on{background:#e0ecff;font-weight:600}
 nav.users .count{color:#6b7280;font-variant-numeric:tabular-nums}
+nav.users h2+p.hint{margin:0 16px 6px;font-size:12px}
+nav.users ul+h2{margin-top:16px}
 main{flex:1;padding:18px 26px;max-width:1120px;min-width:0}
 .head{display:flex;align-items:center;gap:12px;flex-wrap:wrap}.head h2{margin:0;font-size:20px;overflow-wrap:anywhere}.head .grow{flex:1}
 .stats{display:grid;grid-template-columns:repeat(auto-fit,minmax(78px,1fr));gap:6px;margin:14px 0}
@@ -518,7 +520,7 @@ def _picker(ctx: PageContext) -> str:
     )
     if groups:  # a group's own memory (memory/groupnotes.py): nobody's, so not among the users
         groups = (f'<h2 aria-label="{e(t("groups_nav"))}">{e(t("groups"))}</h2>'
-                  f'<p class="muted" style="margin:0 16px 6px">{e(t("groups_hint"))}</p><ul>{groups}</ul>')
+                  f'<p class="muted hint">{e(t("groups_hint"))}</p><ul>{groups}</ul>')
     return (f'<nav class="users" aria-label="{e(t("users_nav"))}"><h2>{e(t("users"))}</h2><ul>{items}</ul>'
             f'{groups}</nav>')
 

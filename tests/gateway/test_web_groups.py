@@ -5,8 +5,11 @@ person, and its memory is erased from the page with one confirmed action."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from html import unescape
 from urllib.parse import quote
+
+import httpx
 
 from memory import MemoryEngine, NewMemory, Provenance
 from memory.groupnotes import group_owner
@@ -33,7 +36,7 @@ async def test_a_group_is_listed_as_a_group_never_as_a_user_and_its_memory_is_er
         html = (await asyncio.wait_for(c.get("/memory", params={"user": "alice"}), 10)).text
         users, _, groups = html.partition('aria-label="groups"')
         assert "alice" in users and OWNER not in users  # not among the people
-        assert "telegram:-100123" in groups and "1 note" in groups
+        assert "telegram:-100123" in groups and "1 note" in groups and "style=" not in groups  # CSP: no inline style
         # A person's views refuse it: no list, export, add or erase-all as if it were one.
         for path in ("/memory", "/memory/export", "/memory/erase-all"):
             r = await c.get(path, params={"user": OWNER})
@@ -59,3 +62,35 @@ async def test_a_group_is_listed_as_a_group_never_as_a_user_and_its_memory_is_er
         row = await site.engine.db.fetchone(f"SELECT COUNT(*) FROM {table} WHERE owner = ?", (OWNER,))
         assert row is not None and row[0] == 0
     assert [m.content for m in await site.engine.list_memories("alice")] == ["alice likes lakes"]
+
+
+async def test_a_group_is_named_by_its_title_on_every_page(engine: MemoryEngine, tmp_path: Path) -> None:
+    from gateway.chattitles import ChatTitles
+    from gateway.http import HttpServer
+    from gateway.sessions import SessionStore
+    from gateway.web import mount_memory_page
+    from memory.retrieval import Retriever
+    from tests.gateway.test_web import TOKEN
+
+    await _seed(engine)
+    async with await SessionStore.open(tmp_path / "gateway.db") as store:
+        titles = ChatTitles(store.db)
+        await titles.seen(FAMILY[0], FAMILY[1], "Family", at="2026-03-01T12:00:00Z")
+        http = HttpServer("127.0.0.1", 0)
+        page = mount_memory_page(http, engine, Retriever(engine), TOKEN)
+        page.titles = titles
+        await http.start()
+        try:
+            async with httpx.AsyncClient(base_url=http.url, timeout=10) as c:
+                await login(c)
+                for params in ({}, {"user": "alice"}):  # the start page, and a user's (which names its groups too)
+                    html = (await c.get("/memory", params=params)).text
+                    groups = html.partition('aria-label="groups"')[2]
+                    assert "Family" in groups, params
+                confirm = (await c.get("/memory/forget-group", params={"group": "telegram:-100123"})).text
+                assert "Erase the memory of the group Family for good?" in unescape(confirm)
+                c.cookies.set("myclaw_lang", "zh")
+                confirm = (await c.get("/memory/forget-group", params={"group": "telegram:-100123"})).text
+                assert "永久删除群聊 Family 的记忆？" in confirm
+        finally:
+            await http.stop()
