@@ -742,6 +742,8 @@ def _counts(c: Census, zh: bool) -> str:
             parts.append(f"你最近发来的 {c.files} 个文件")
         if c.waiting:
             parts.append(f"{c.waiting} 条等待回复的消息")
+        if c.group_notes:
+            parts.append(f"{c.group_notes} 条根据你在群里说的话记下的群组笔记")
         if c.incognito:
             parts.append("你开启的无痕模式设置")
         if c.timezone:
@@ -755,6 +757,8 @@ def _counts(c: Census, zh: bool) -> str:
         parts.append(_n(c.files, "file", "files") + " you sent lately")
     if c.waiting:
         parts.append(_n(c.waiting, "message", "messages") + " waiting to be answered")
+    if c.group_notes:
+        parts.append(_n(c.group_notes, "group note", "group notes") + " drawn from what you said in groups")
     if c.incognito:
         parts.append("your incognito setting (it goes off)")
     if c.timezone:

@@ -20,7 +20,6 @@ who said what and a member cannot write a label that reads as another's.
 from __future__ import annotations
 
 import base64
-import hashlib
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -35,6 +34,7 @@ from memory.backend import MemoryBackend
 from memory.clock import Clock, SystemClock, parse_ts
 from memory.errorlog import error_fields
 from memory.format import defuse_tags, format_hits, truncate
+from memory.groupowner import member_tag
 from memory.tokens import estimate_tokens
 from memory.types import Hit
 
@@ -110,8 +110,9 @@ def _member(sender_id: str, owner: str) -> str:
 
 def _tag(member: str) -> str:
     """A short stable tag for a member, from their id but not the id itself
-    (a platform id can be personal: a Feishu open_id, a phone number)."""
-    return hashlib.sha256(member.encode()).hexdigest()[:4]
+    (a platform id can be personal: a Feishu open_id, a phone number); the
+    group's notes name a member by the same (memory/groupowner.py)."""
+    return member_tag(member)
 
 
 def speaker_labels(history: Sequence[StoredMessage], speaker: Speaker) -> dict[str, str]:

@@ -37,13 +37,13 @@ import structlog
 
 from .changelog import write_log
 from .clock import ZoneOf, format_ts, local_day, owner_zone, parse_ts, weekday
-from .consolidate import Consolidator
+from .consolidate import Consolidator, Voices
 from .cues import safe_terms
 from .decay import decay_factor
 from .engine import REFRESH, TIER1, MemoryEngine, content_hash, row_to_memory
 from .errorlog import error_fields
 from .forgetting import repeats_forgotten
-from .groupowner import GROUP_PREFIX, is_group_owner
+from .groupowner import is_group_owner
 from .lease import Lease, Leases
 from .scope import in_group
 from .llm import Candidate, MemoryLLM, MemoryLLMError, ProfileEntry
@@ -129,6 +129,15 @@ def _provenance(text: str | None, channel: str, chat_id: str) -> Provenance:
         return Provenance(channel=channel, chat_id=chat_id)
 
 
+def _spoken(chat: Provenance, days: Sequence[Provenance]) -> Provenance:
+    """A group owner's day (memory/groupnotes.py): a note naming none of
+    its lines names every member whose lines the day's events came from
+    (``speakers`` / ``said_by``), so a member's erasure (``forget_speaker``)
+    finds it; one naming its lines, the members of those events only."""
+    return replace(chat, speakers=tuple(dict.fromkeys(s for p in days for s in p.speakers)),
+                   said_by=tuple(dict.fromkeys(n for p in days for n in p.said_by)))
+
+
 class Compressor:
     def __init__(
         self,
@@ -183,11 +192,10 @@ class Compressor:
             self.engine.db.larger_cache(),
         ):
             rows = await self.engine.db.fetchall(
-                # A group's own days (memory/groupnotes.py) are not retold as
-                # facts: a fact from them would not name who spoke, which
-                # their erasure needs. Its notes and days are read as they are.
+                # A group's own days (memory/groupnotes.py) too: retold as its
+                # notes, each naming the members its day's lines came from.
                 "SELECT id, owner, event_date, channel, chat_id, summary, provenance FROM daily_events "
-                f"WHERE is_compressed = 0 AND event_date < ? AND owner NOT LIKE '{GROUP_PREFIX}%' "
+                "WHERE is_compressed = 0 AND event_date < ? "
                 "ORDER BY owner, event_date, id",
                 (latest,),
             )
@@ -199,6 +207,7 @@ class Compressor:
             # (memory/scope.py), and no private words are mixed into it.
             groups: dict[tuple[str, str, str, str], list[tuple[int, str, str]]] = defaultdict(list)
             said_in_group: set[tuple[str, str]] = set()
+            spoke: dict[tuple[str, str, str, str], list[tuple[int, Provenance]]] = defaultdict(list)  # a group's days
             for r in rows:
                 owner = r["owner"]
                 if owner not in today:
@@ -209,13 +218,20 @@ class Compressor:
                 else:
                     key = (owner, r["event_date"], r["channel"], r["chat_id"])
                     groups[key].append((r["id"], r["channel"], r["summary"]))
-                    if in_group(_provenance(r["provenance"], r["channel"], r["chat_id"])):
+                    prov = _provenance(r["provenance"], r["channel"], r["chat_id"])
+                    if in_group(prov) or is_group_owner(owner):
                         said_in_group.add((r["channel"], r["chat_id"]))
+                    if is_group_owner(owner):
+                        spoke[key].append((r["id"], prov))
             for (owner, day, channel, chat_id), events in groups.items():
                 chat = Provenance(channel=channel if channel != "unknown" else "", chat_id=chat_id,
                                   group=(channel, chat_id) in said_in_group and bool(chat_id))
+                voices: dict[int, Voices] = {}
+                if is_group_owner(owner):
+                    chat = _spoken(chat, [p for _, p in spoke[(owner, day, channel, chat_id)]])
+                    voices = {i: (p.speakers, p.said_by) for i, p in spoke[(owner, day, channel, chat_id)]}
                 for batch in _batches(events, self.daily_batch_tokens):
-                    await self._daily_group(owner, day, batch, report, chat)
+                    await self._daily_group(owner, day, batch, report, chat, voices)
                     await lease.renew()
             async with self.engine.db.transaction() as conn:
                 await write_log(conn, at=self.engine.now(), job="daily_compress", action="run", detail=report.__dict__)
@@ -224,7 +240,7 @@ class Compressor:
 
     async def _daily_group(
         self, owner: str, day: str, events: Sequence[tuple[int, str, str]], report: DailyReport,
-        chat: Provenance = Provenance(),
+        chat: Provenance = Provenance(), voices: dict[int, Voices] | None = None,
     ) -> None:
         summaries = [s for _, _, s in events]
         try:
@@ -240,7 +256,7 @@ class Compressor:
                 # The day, so a summary's "next Wednesday" can be dated.
                 [f"- {day} {weekday(date.fromisoformat(day))} [{ch}] {s}" for _, ch, s in events], cands.for_prompt(),
                 source="event log", replaced=replaced,
-                group=chat.group is True, words=[s for _, _, s in events],
+                group=chat.group is True, words=[s for _, _, s in events], notes=is_group_owner(owner),
             )
         except MemoryLLMError as exc:
             # The events stay uncompressed; tomorrow's run picks them up.
@@ -271,6 +287,8 @@ class Compressor:
                 conn, owner, ext.facts, cands, provenance=prov, source=Source.COMPRESSION, job="daily_compress",
                 said=summaries, line_refs=line_refs, revive=False,
                 line_times=[t if len(t := said.get(i, "")) > 10 else "" for i in ids], said_at=format_ts(noon),
+                # A group's note names the members of the events it retells (memory/groupnotes.py).
+                line_voices=[voices.get(i, ((), ())) for i in ids] if voices else (),
             )
             await self.engine.mark_events_compressed(ids, conn=conn)
         report.events += len(ids)

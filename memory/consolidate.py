@@ -108,7 +108,7 @@ def merged_refs(have: Sequence[str], new: Sequence[str]) -> tuple[str, ...]:
 
 def _cited(
     provenance: Provenance, lines: Sequence[int], line_refs: Sequence[str], line_messages: Sequence[str] = (),
-    line_speakers: Sequence[tuple[str, str]] = (),
+    line_speakers: Sequence[tuple[str, str]] = (), line_voices: Sequence[Voices] = (),
 ) -> Provenance:
     """``provenance`` with the refs of the input ``lines`` a fact names
     (``line_refs[i - 1]``), the platform messages they were
@@ -125,7 +125,16 @@ def _cited(
     if spoke:
         provenance = replace(provenance, speakers=tuple(dict.fromkeys(who for who, _ in spoke)),
                              said_by=tuple(dict.fromkeys(name for _, name in spoke if name)))
+    voiced = [line_voices[i - 1] for i in lines if 1 <= i <= len(line_voices) and line_voices[i - 1][0]]
+    if voiced:  # lines each retelling several members (a group's day's events)
+        provenance = replace(provenance, speakers=tuple(dict.fromkeys(w for who, _ in voiced for w in who)),
+                             said_by=tuple(dict.fromkeys(n for _, names in voiced for n in names)))
     return provenance
+
+
+Voices = tuple[tuple[str, ...], tuple[str, ...]]
+"""The owner ids and names of the members a line retells (``speakers``,
+``said_by`` of a group's event, memory/compression.py)."""
 
 
 @dataclass(frozen=True)
@@ -345,6 +354,7 @@ class Consolidator:
         said_at: str = "",
         revive: bool = True,
         line_speakers: Sequence[tuple[str, str]] = (),
+        line_voices: Sequence[Voices] = (),
     ) -> Applied:
         """Write ``facts`` inside the caller's transaction.
 
@@ -362,6 +372,9 @@ class Consolidator:
         ``said_at``, else now: a batch learnt late (after the memory model's
         backoff, or the next morning's compression) is still cited, and found
         by "yesterday", on the day it was said (seed 002).
+        ``line_speakers`` (a group's batch: who said each line) and
+        ``line_voices`` (a group's day: the members each event retells):
+        a group's note names those of its ``lines`` (memory/groupnotes.py).
         ``revive=False`` (the daily compression, which retells a day already
         learnt): a fact in the very words of one already replaced, and
         replacing nothing itself, is not written back: the day told the old
@@ -378,7 +391,7 @@ class Consolidator:
             if fact.project in aliases:
                 fact = replace(fact, project=aliases[fact.project])
             words = "\n".join(said[i - 1] for i in fact.lines if 1 <= i <= len(said))
-            prov = _cited(provenance, fact.lines, line_refs, line_messages, line_speakers)
+            prov = _cited(provenance, fact.lines, line_refs, line_messages, line_speakers, line_voices)
             replaced = cands.get(fact.updates)
             # A fact its owner shared with this group, updated or restated
             # here: the group's fact stands for it in this group alone

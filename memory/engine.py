@@ -701,7 +701,7 @@ class MemoryEngine:
         ledger's entries of their memory files, in one transaction; then
         :meth:`purge_erased`. Before it, the groups' notes and events drawn
         from their lines and their lines waiting under a group
-        (memory/groupnotes.py ``forget_speaker``; ``group notes`` counted). Their file store folder is the caller's
+        (memory/groupnotes.py ``forget_speaker``; ``group notes`` and ``group lines`` counted). Their file store folder is the caller's
         (:meth:`memory.filestore.FileMemory.forget_all`), before this."""
         counts: dict[str, int] = {}
         # groupnotes imports this module: imported here, not at the top.
@@ -739,8 +739,10 @@ class MemoryEngine:
             await drop_ledger(conn, owner)  # their files' import record (the caller erases the files)
         self._projects.pop(owner, None)
         await self.purge_erased()
-        if any(said.values()):
-            counts["group notes"] = said["notes"] + said["events"] + said["buffered"]
+        if said["notes"] or said["events"]:
+            counts["group notes"] = said["notes"] + said["events"]
+        if said["buffered"]:
+            counts["group lines"] = said["buffered"]  # their lines (and the replies to them) waiting under a group
         log.info("owner forgotten", owner=owner, **counts)
         return counts
 

@@ -61,7 +61,7 @@ from .corrections import with_corrected
 from .engine import MemoryEngine
 from .errorlog import error_brief, error_fields
 from .llm import Fact, LLMOverflow, MemoryLLM, MemoryLLMError
-from .groupowner import is_group_owner
+from .groupowner import is_group_owner, member_tag
 from .scope import in_group
 from .service import SqliteMemory, original_message_id
 from .types import Provenance, Source
@@ -145,6 +145,7 @@ class _Row:
     in_group: int = 0
     speaker: str = ""  # a group's own line: the member who spoke (memory/groupnotes.py)
     speaker_name: str = ""
+    sender_id: str = ""
 
 
 @dataclass
@@ -450,7 +451,7 @@ class ExtractionService:
     async def _next_batch(self, owner: str, *, force: bool) -> list[_Row]:
         raw = await self.engine.db.fetchall(
             f"""SELECT id, channel, chat_id, message_id, role, content, token_count, created_at,
-                      attempts, next_attempt_at, in_group, speaker, speaker_name
+                      attempts, next_attempt_at, in_group, speaker, speaker_name, sender_id
                FROM extraction_buffer WHERE owner = ? AND {_WAITING} ORDER BY id LIMIT 2000""",
             (owner,),
         )
@@ -492,7 +493,8 @@ class ExtractionService:
         (``notes``) shows each member's line under their name."""
         lines = []
         day = None
-        for r in rows:
+        labels = _speaker_labels(rows) if notes else []
+        for i, r in enumerate(rows):
             at = parse_ts(r.created_at).astimezone(tz)
             # The day heads a line only where it changes (rule 6): repeated on
             # every line it was most of a short line's label tokens.
@@ -501,7 +503,7 @@ class ExtractionService:
             text = r.content if len(r.content) <= MAX_MESSAGE_CHARS else r.content[:MAX_MESSAGE_CHARS] + " […]"
             role = _GROUP_REPLY if group and r.role == "assistant" else r.role
             if notes:
-                role = _NOTES_REPLY if r.role == "assistant" else _speaker_label(r.speaker_name)
+                role = _NOTES_REPLY if r.role == "assistant" else labels[i]
             lines.append(f"[{when}] {role}: {text}")
         return lines
 
@@ -564,6 +566,7 @@ class ExtractionService:
             await self._step("candidates", owner)
             tz = await self._zone(owner)
             conversation = self._conversation(rows, tz, group=group, notes=notes)
+            labels = _speaker_labels(rows) if notes else []
             said = [r.content for r in rows]
             extraction = await self.llm.extract(conversation, cands.for_prompt(), group=group, words=said, notes=notes)
             chat = (first.channel, first.chat_id) if group else None
@@ -595,7 +598,7 @@ class ExtractionService:
                 # A group's note names every member its batch heard, until
                 # a fact names its lines (Consolidator.apply narrows it).
                 speakers=tuple(dict.fromkeys(r.speaker for r in rows if r.speaker)) if notes else (),
-                said_by=tuple(dict.fromkeys(_speaker_label(r.speaker_name) for r in rows
+                said_by=tuple(dict.fromkeys(label for r, label in zip(rows, labels, strict=True)
                                             if r.speaker and r.role == "user")) if notes else (),
             )
             summary = extraction.summary or _fallback_summary(rows)
@@ -617,8 +620,8 @@ class ExtractionService:
                     said=[r.content for r in rows],
                     line_messages=[original_message_id(r.message_id) for r in rows],
                     line_times=[r.created_at for r in rows], said_at=last.created_at,
-                    line_speakers=[(r.speaker, _speaker_label(r.speaker_name) if r.role == "user" else "")
-                                   for r in rows] if notes else (),
+                    line_speakers=[(r.speaker, label if r.role == "user" else "")
+                                   for r, label in zip(rows, labels, strict=True)] if notes else (),
                 )
                 await self._step("facts", owner)
                 event = await self.engine.add_event(
@@ -702,6 +705,21 @@ _GROUP_REPLY = "assistant (to the whole group; not the user's words)"
 
 _NOTES_REPLY = "assistant (the bot, to the group; not a member's words)"
 """How a bot's reply is labelled in a group's own batch (its notes)."""
+
+
+def _speaker_labels(rows: Sequence[_Row]) -> list[str]:
+    """Each line's label in a group's own batch ('' for the bot's replies):
+    the member's name (:func:`_speaker_label`), and when two members of the
+    batch share it, the tag the chat prompt tells them apart by
+    (``Dad #3f9a``, memory/groupowner.py ``member_tag``), so a note is
+    never read as the other one's."""
+    names = [_speaker_label(r.speaker_name) if r.role == "user" else "" for r in rows]
+    who: dict[str, set[str]] = {}
+    for r, name in zip(rows, names, strict=True):
+        if name:
+            who.setdefault(name.casefold(), set()).add(r.sender_id or r.speaker)
+    return [f"{name} #{member_tag(r.sender_id or r.speaker)}" if name and len(who[name.casefold()]) > 1 else name
+            for r, name in zip(rows, names, strict=True)]
 
 
 def _speaker_label(name: str) -> str:

@@ -61,6 +61,7 @@ from .cues import safe_terms
 from .db import private_dirs
 from .engine import content_hash
 from .forgetting import Forgotten, repeats_forgotten
+from .groupowner import is_group_owner
 from .mdfacts import clean_text, line_fact, render
 from .mdfacts import facts as md_facts
 from .redact import redact_credentials
@@ -907,6 +908,12 @@ class FileMemory(MemoryBackend):
     async def buffer(self, turns: Sequence[Turn]) -> None:
         fresh = []
         for t in turns:
+            if t.group or is_group_owner(t.owner):
+                # A group's words are kept only by the SQLite store, which reads
+                # them in that group alone (memory/scope.py, memory/groupnotes.py);
+                # this store's logs are read in private chats, so no group line
+                # (nor the bot's reply there) goes into a member's file.
+                continue
             key = (t.owner, t.channel, t.chat_id, t.message_id, t.role)
             if t.message_id and key in self._seen:
                 continue

@@ -33,7 +33,7 @@ from .forgetting import erase_planned, plan_erasure
 from .groupowner import GROUP_PREFIX, chat_of, group_owner, is_group_owner, readers
 from .types import GLOBAL_OWNER
 
-__all__ = ["GROUP_PREFIX", "chat_of", "forget_group", "forget_speaker", "group_owner", "is_group_owner", "move_group",
+__all__ = ["GROUP_PREFIX", "chat_of", "citing", "forget_group", "forget_speaker", "group_owner", "is_group_owner", "move_group",
            "readers"]
 # (the owner helpers live in memory/groupowner.py, which the config imports without the engine)
 
@@ -77,6 +77,18 @@ async def forget_speaker(engine: MemoryEngine, user: str) -> dict[str, int]:
     if any(counts.values()):
         log.info("group notes of a member erased", **counts)
     return counts
+
+
+async def citing(engine: MemoryEngine, user: str) -> int:
+    """How many groups' notes and days :func:`forget_speaker` would take
+    for ``user`` (what ``/forget all`` tells them it erases; their lines
+    waiting under a group are copies of messages counted as theirs)."""
+    if not user or is_group_owner(user) or user == GLOBAL_OWNER:
+        return 0
+    row = await engine.db.fetchone(
+        f"SELECT (SELECT COUNT(*) FROM memories WHERE {_CITING}) + (SELECT COUNT(*) FROM daily_events WHERE {_CITING})",
+        (user, user))
+    return int(row[0]) if row is not None else 0
 
 
 async def forget_group(engine: MemoryEngine, channel: str, chat_id: str) -> dict[str, int]:

@@ -6,10 +6,12 @@ called ``group``; gateway/config.py refuses an identity named so. Light
 
 from __future__ import annotations
 
+import hashlib
+
 from .scope import Chat
 from .types import GLOBAL_OWNER
 
-__all__ = ["GROUP_PREFIX", "chat_of", "group_owner", "is_group_owner", "readers"]
+__all__ = ["GROUP_PREFIX", "chat_of", "group_owner", "is_group_owner", "member_tag", "readers"]
 
 GROUP_PREFIX = "group:"
 """Every group owner id starts so; no user's does (see the module's doc)."""
@@ -20,6 +22,15 @@ def group_owner(channel: str, chat_id: str) -> str:
     if not channel or not chat_id:
         raise ValueError("a group owner needs a channel and a chat id")
     return f"{GROUP_PREFIX}{channel}:{chat_id}"
+
+
+def member_tag(member: str) -> str:
+    """A short stable tag for a group member (their platform sender id, else
+    their owner id), from the id but not the id itself (a platform id can be
+    personal: a Feishu open_id, a phone number): two members of one name
+    are told apart by it, in the chat prompt (gateway/prompt.py) and in the
+    group's notes alike (``Dad #3f9a``)."""
+    return hashlib.sha256(member.encode()).hexdigest()[:4]
 
 
 def is_group_owner(owner: str) -> bool:

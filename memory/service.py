@@ -30,7 +30,7 @@ from .engine import MemoryEngine, more_source_text, row_to_event, row_to_memory
 from .format import fit_budget
 from .forgetting import Forgotten, erase_planned, event_hit, plan_erasure, repeats_forgotten
 from .neighbours import earned
-from .groupnotes import forget_group, move_group
+from .groupnotes import citing, forget_group, move_group
 from .groupowner import group_owner, is_group_owner
 from .scope import Chat
 from .redact import redact_credentials
@@ -306,6 +306,7 @@ class SqliteMemory(MemoryBackend):
             facts=counts[0] if counts else 0,
             events=counts[1] if counts else 0,
             waiting=counts[2] if counts else 0,
+            group_notes=await citing(engine, user),
         )
 
     async def owner_data(self, user: str) -> OwnerData:
@@ -448,7 +449,8 @@ class SqliteMemory(MemoryBackend):
         # erasure and be learnt again.
         await self._buffer_rows.drain()
         counts = await self.engine.forget_owner(user)
-        return ErasedAll(memories=counts["memories"], events=counts["events"], waiting=counts["buffered"])
+        return ErasedAll(memories=counts["memories"], events=counts["events"], waiting=counts["buffered"],
+                         group_notes=counts.get("group notes", 0))
 
     async def forget_group(self, channel: str, chat_id: str) -> int:
         """The bot was removed from the group: its own memory (notes, days,

@@ -239,6 +239,9 @@ class MemoryOverview:
     facts: int  # active facts in all (profile included)
     events: int  # daily events (Tier 3), or logged lines
     waiting: int = 0  # the user's own lines still to be learnt (set-aside ones not counted)
+    # Groups' notes and days drawn from their lines (memory/groupnotes.py):
+    # not theirs to list, but their erasure takes them.
+    group_notes: int = 0
 
 
 @dataclass(frozen=True)
@@ -250,6 +253,7 @@ class ErasedAll:
     events: int = 0  # daily events (Tier 3)
     waiting: int = 0  # lines still waiting for extraction
     files: int = 0  # the file store's files (MEMORY.md, daily logs)
+    group_notes: int = 0  # groups' notes and days drawn from their lines (memory/groupnotes.py)
 
 
 @dataclass(frozen=True)

@@ -314,10 +314,14 @@ def inspect_database(f: DataFile) -> Check:
             version = int(conn.execute("PRAGMA user_version").fetchone()[0])
             if f.set_aside_since is not None and f.expected >= version >= f.set_aside_since:
                 # Counts only (never the lines' words); a v1 buffer has no such column.
-                lines, users = conn.execute(
-                    "SELECT COUNT(*), COUNT(DISTINCT owner) FROM extraction_buffer WHERE set_aside_at IS NOT NULL"
+                # A group's own lines (owner group:..., memory/groupnotes.py) are no user's: counted apart.
+                lines, users, groups = conn.execute(
+                    "SELECT COUNT(*), COUNT(DISTINCT CASE WHEN owner NOT LIKE 'group:%' THEN owner END),"
+                    " COUNT(DISTINCT CASE WHEN owner LIKE 'group:%' THEN owner END)"
+                    " FROM extraction_buffer WHERE set_aside_at IS NOT NULL"
                 ).fetchone()
-                data["set_aside"] = {"lines": int(lines), "users": int(users)}
+                data["set_aside"] = {"lines": int(lines), "users": int(users)} | (
+                    {"groups": int(groups)} if groups else {})
     except sqlite3.DatabaseError as exc:  # "file is not a database", "database disk image is malformed"
         return Check(f.name, "error", f"{f.path}: cannot open it as a myclaw database ({exc})",
                      "stop the gateway, then restore it from a backup or move it aside", data)
@@ -338,14 +342,16 @@ def inspect_database(f: DataFile) -> Check:
     return Check(f.name, "ok", f"{f.path}: {_size(size)}, quick_check ok, {note}", data=data)
 
 
-def _set_aside_check(lines: int, users: int) -> Check:
+def _set_aside_check(lines: int, users: int, groups: int = 0) -> Check:
+    whose = ", ".join([f"{users} user{'s' if users != 1 else ''}"] * bool(users or not groups)
+                      + [f"{groups} group{'s' if groups != 1 else ''}"] * bool(groups))
     return Check(
         "set aside", "warning",
-        f"{lines} line{'s' if lines != 1 else ''} set aside ({users} user{'s' if users != 1 else ''}): "
+        f"{lines} line{'s' if lines != 1 else ''} set aside ({whose}): "
         "the memory model could not take them even one at a time; kept, never retried",
         "use a memory.model with a larger context, or a higher memory.maxTokens, then run `myclaw memory retry-set-aside` "
         "(`myclaw memory log --action set-aside` lists them, by size)",
-        {"lines": lines, "users": users},
+        {"lines": lines, "users": users} | ({"groups": groups} if groups else {}),
     )
 
 
@@ -487,7 +493,7 @@ def _data_checks(report: Report, cfg: Config | None, paths: Paths) -> None:
         check = inspect_database(f)
         report.checks.append(check)
         if (aside := check.data.get("set_aside")) and aside["lines"]:
-            report.checks.append(_set_aside_check(aside["lines"], aside["users"]))
+            report.checks.append(_set_aside_check(aside["lines"], aside["users"], aside.get("groups", 0)))
         if f.name == "memory.db" and cfg is not None and cfg.memory.enabled and check.status == "ok":
             e = cfg.memory.embedding
             model = None

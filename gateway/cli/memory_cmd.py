@@ -27,6 +27,8 @@ from memory.forgetting import Erasure, erase_planned, plan_erasure, retire_entri
 from memory.identity import IdentityMap
 from memory.retrieval import Retriever
 from memory.clock import SystemClock
+from memory.groupnotes import forget_group
+from memory.groupowner import GROUP_PREFIX, chat_of, group_owner
 from memory.types import GLOBAL_OWNER, Hit, Memory
 
 from . import main
@@ -104,21 +106,26 @@ def stats(user: str | None, as_json: bool) -> None:
 async def _stats(path: Path, owner: str | None, as_json: bool) -> None:
     async with open_engine(path) as engine:
         s = await engine.stats(owner)
-        per_user = []
+        per_user: list[dict[str, Any]] = []
+        per_group: list[dict[str, Any]] = []
         for u in [owner] if owner else await engine.owners():
             us = s if owner else await engine.stats(u)
-            per_user.append(
-                {
-                    "user": u,
-                    "active": us.by_status.get("active", 0),
-                    "tier1": us.by_tier.get("1", 0),
-                    "archived": us.by_status.get("archived", 0),
-                    "events": us.events,
-                    "buffered": us.buffered,
-                }
-            )
+            row = {
+                "active": us.by_status.get("active", 0),
+                "tier1": us.by_tier.get("1", 0),
+                "archived": us.by_status.get("archived", 0),
+                "events": us.events,
+                "buffered": us.buffered,
+            }
+            if (chat := chat_of(u)) is None:
+                per_user.append({"user": u, **row})
+            else:  # a group's own memory (memory/groupnotes.py): nobody's, listed apart
+                per_group.append({"group": f"{chat[0]}:{chat[1]}", "owner": u, **row})
+    names = _group_names([g["group"] for g in per_group]) if per_group else {}
+    for g in per_group:
+        g["title"] = names[g["group"]].removesuffix(f" ({g['group']})") if names[g["group"]] != g["group"] else ""
     if as_json:
-        echo_json({"db": str(path), "user": owner, **vars(s), "users": per_user})
+        echo_json({"db": str(path), "user": owner, **vars(s), "users": per_user, "groups": per_group})
         return
 
     def counts(d: dict[str, int]) -> str:
@@ -142,6 +149,14 @@ async def _stats(path: Path, owner: str | None, as_json: bool) -> None:
             render_table(
                 ["USER", "ACTIVE", "TIER1", "ARCHIVED", "EVENTS", "BUFFERED"],
                 [[p["user"], p["active"], p["tier1"], p["archived"], p["events"], p["buffered"]] for p in per_user],
+            )
+        )
+    if per_group:
+        click.echo()
+        click.echo(
+            render_table(
+                ["GROUP", "NOTES", "ARCHIVED", "EVENTS", "BUFFERED"],
+                [[names[g["group"]], g["active"], g["archived"], g["events"], g["buffered"]] for g in per_group],
             )
         )
 
@@ -202,11 +217,12 @@ async def _list(path: Path, owner: str | None, filters: dict[str, Any], as_json:
     if not rows:
         click.echo(_empty_list(owner, stored, owners) if plain else "no memories match", err=True)
         return
+    who = owner_labels([m.owner for m in rows])
     click.echo(
         render_table(
             ["ID", "USER", "TIER", "CATEGORY", "IMP", "PROJECT", "STATUS", "DATE", "CONTENT"],
             [
-                [m.id, m.owner, m.tier, m.category.value, f"{m.importance:.2f}", m.project, m.status.value,
+                [m.id, who[m.owner], m.tier, m.category.value, f"{m.importance:.2f}", m.project, m.status.value,
                  m.created_at[:10], m.content]
                 for m in rows
             ],
@@ -295,10 +311,11 @@ async def _search(path: Path, owner: str | None, query: str, limit: int, as_json
         why = f": nothing is stored about {owner} ({_near_hint(owner, owners)})" if owner and unknown else ""
         click.echo(f"no matches{why}", err=True)
         return
+    who = owner_labels([u for u, _ in hits])
     click.echo(
         render_table(
             ["SCORE", "USER", "CITATION", "CONTENT"],
-            [[f"{h.score:.3f}", u, h.citation(), h.content] for u, h in hits],
+            [[f"{h.score:.3f}", who[u], h.citation(), h.content] for u, h in hits],
         )
     )
 
@@ -560,10 +577,13 @@ def _built_on(plan: Erasure) -> str:
 
 @memory.command()
 @user_option
+@click.option("--group", "group", metavar="CHANNEL:CHAT_ID",
+              help="Instead of a user: erase one group's own memory (its notes, days and waiting lines), "
+                   "as the bot's removal from it does; its members' own memories stay.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @db_option
 @shares_data
-def forget(user: str | None, yes: bool) -> None:
+def forget(user: str | None, group: str | None, yes: bool) -> None:
     """Erase everything stored about --user, for good: memories of every
     status, daily events, messages waiting for extraction, change-log
     entries, conversation history (Tier 0), replies to them still waiting
@@ -578,9 +598,18 @@ def forget(user: str | None, yes: bool) -> None:
     An older gateway keeps their time zone and incognito settings until
     restarted: restart it then."""
     cfg = load_cli_config()
+    if group is not None:
+        if user:
+            raise click.UsageError("give --user or --group, not both")
+        _forget_group(resolve_db(cfg), group, yes)
+        return
     owner = resolve_user(user, cfg)
     if not owner:
         raise click.UsageError("--user is required")
+    if (chat := chat_of(owner)) is not None:
+        # A group's own memory is nobody's: no person's history, jobs or settings go with it.
+        raise click.UsageError(f"{owner} is a group's own memory, not a user: "
+                               f"myclaw memory forget --group {chat[0]}:{chat[1]}")
     if owner == GLOBAL_OWNER:
         raise click.UsageError("_global is shared by everyone; delete its memories one by one")
     db = resolve_db(cfg)
@@ -654,8 +683,9 @@ _COUNTED = {
     "undelivered replies": ("undelivered reply", "undelivered replies"),
     "messages waiting to be answered": ("message waiting to be answered", "messages waiting to be answered"),
     "edits waiting to be applied": ("edit waiting to be applied", "edits waiting to be applied"),
-    # memory/groupnotes.py: a group's notes, days and waiting lines drawn from theirs
-    "group notes": ("group note, day or line drawn from theirs", "group notes, days and lines drawn from theirs"),
+    # memory/groupnotes.py: a group's notes and days drawn from theirs, their lines waiting under a group
+    "group notes": ("group note or day drawn from theirs", "group notes and days drawn from theirs"),
+    "group lines": ("line of theirs waiting under a group", "lines of theirs waiting under a group"),
 }
 
 
@@ -676,7 +706,7 @@ _POLL = 0.2
 _GATEWAY_COUNTS = {
     "memories": "memories", "events": "events", "messages": "history messages", "jobs": "scheduled jobs",
     "files": "recent files", "waiting": "messages waiting to be answered", "incognito": "incognito setting",
-    "timezone": "time zone setting",
+    "timezone": "time zone setting", "group_notes": "group notes",
 }
 
 
@@ -825,6 +855,50 @@ async def _owner_rows(db: Database, owner: str) -> bool:
                     f'SELECT 1 FROM "{schema}"."{table}" WHERE owner = ? LIMIT 1', (owner,)):
                 return True
     return False
+
+
+def _forget_group(db: Path, place: str, yes: bool) -> None:
+    """``forget --group``: memory/groupnotes.py ``forget_group`` on memory.db
+    (what the bot's removal from the group runs in the gateway)."""
+    channel, sep, chat_id = place.strip().removeprefix(GROUP_PREFIX).partition(":")
+    if not (sep and channel and chat_id):
+        raise click.UsageError(f"--group is CHANNEL:CHAT_ID (telegram:-1001234, feishu:oc_...), not {place!r}")
+    place = f"{channel}:{chat_id}"
+    name = _group_names([place]).get(place, place)
+    if group_owner(channel, chat_id) not in run(_owners(db)):
+        raise click.ClickException(f"nothing is stored for the group {name}, so nothing was erased")
+    if not yes and not confirm(f"Erase the memory of the group {name} for good (its notes, days and lines "
+                               "waiting to be learnt)? Its members' own memories stay. This cannot be undone."):
+        raise click.ClickException("cancelled; nothing changed")
+
+    async def erase() -> dict[str, int]:
+        async with open_engine(db) as engine:
+            return await forget_group(engine, channel, chat_id)
+
+    counts = run(erase())
+    click.echo(f"erased the memory of the group {name}: "
+               + ", ".join(_counted(k, n) for k, n in counts.items() if n and k != "log"))
+
+
+def owner_labels(owners: list[str]) -> dict[str, str]:
+    """Each owner as a table's USER column shows it: a user by their id, a
+    group's own memory (memory/groupnotes.py) as ``group Family
+    (telegram:-100123)``, never as if it were a user."""
+    places = {o: f"{c[0]}:{c[1]}" for o in owners if (c := chat_of(o)) is not None}
+    names = _group_names(sorted(set(places.values()))) if places else {}
+    return {o: f"group {names[places[o]]}" if o in places else o for o in owners}
+
+
+def _group_names(places: list[str]) -> dict[str, str]:
+    """``channel:chat_id`` -> ``Title (channel:chat_id)`` where gateway.db
+    knows its title (read only), else the id alone."""
+    from gateway.chattitles import read_titles
+
+    try:
+        titles = read_titles(Paths.from_env().gateway_db())
+    except sqlite3.DatabaseError:
+        titles = {}
+    return {p: f"{titles[p]} ({p})" if titles.get(p) else p for p in places}
 
 
 async def _forget(cfg: Config, path: Path, owner: str) -> dict[str, int]:

@@ -21,7 +21,7 @@ from memory.lease import JobTimeout, LeaseBusy
 from memory.llm import MemoryLLM
 
 from ._common import counted, shares_data, db_option, echo_json, json_option, load_cli_config, open_engine, render_table, resolve_db, resolve_user, run
-from .memory_cmd import memory, unmerged_notes
+from .memory_cmd import memory, owner_labels, unmerged_notes
 
 
 @asynccontextmanager
@@ -103,11 +103,12 @@ def flush(user: str | None, as_json: bool) -> None:
         elif not reports:
             click.echo("nothing buffered")
         else:
+            who = owner_labels([r.owner for r in reports])  # a group's own batch named as a group
             for r in reports:
                 state = (f"set aside: {r.error}; kept, not retried" if r.set_aside
                          else f"failed: {r.error}" if r.error else r.skipped or (
                     f"{len(r.added)} added, {len(r.reinforced)} reinforced, {len(r.superseded)} superseded"))
-                click.echo(f"{r.owner}: {counted(r.rows, 'messages')}, {state}")
+                click.echo(f"{who[r.owner]}: {counted(r.rows, 'messages')}, {state}")
         if failed:
             raise click.ClickException(f"{len(failed)} batch(es) failed; their messages stay buffered for a retry")
 
@@ -167,7 +168,9 @@ def log_cmd(job: str | None, user: str | None, actions: tuple[str, ...], limit: 
         elif not entries:
             click.echo("no log entries")
         else:
-            rows = [(e.at, e.job, e.owner or "-", e.action, e.memory_id or "-", e.detail) for e in entries]
+            who = owner_labels([e.owner for e in entries if e.owner])
+            rows = [(e.at, e.job, who[e.owner] if e.owner else "-", e.action, e.memory_id or "-", e.detail)
+                    for e in entries]
             click.echo(render_table(["at", "job", "user", "action", "memory", "detail"], rows))
 
     run(go())

@@ -45,7 +45,7 @@ from memory.extraction import retry_set_aside
 from memory.cues import parse_terms
 from memory.engine import MAX_CONTENT_CHARS, Stats, row_to_memory
 from memory.forgetting import Erasure, erase_planned, plan_erasure, retire_entries_on
-from memory.groupnotes import forget_speaker
+from memory.groupnotes import chat_of, forget_group, forget_speaker, group_owner, is_group_owner
 from memory.retrieval import Retriever
 from memory.service import ImportedFiles
 from memory.types import GLOBAL_OWNER, Hit, Memory
@@ -56,12 +56,15 @@ __all__ = [
     "Conflict",
     "Edited",
     "ForgetHistory",
+    "GroupSummary",
     "Invalid",
     "MemoryAdmin",
     "NotFound",
     "SearchResult",
     "UserSummary",
     "editable_values",
+    "parse_group",
+    "person",
 ]
 
 JOB = "web"
@@ -120,15 +123,47 @@ class UserSummary:
 
 
 @dataclass(frozen=True)
+class GroupSummary:
+    """A group's own memory (memory/groupnotes.py): listed apart from the
+    users, never as a person."""
+
+    owner: str  # group:<channel>:<chat_id>
+    place: str  # <channel>:<chat_id>, as gateway/chattitles.py names it
+    notes: int  # active notes
+    rows: int  # notes of every status, days and lines waiting: what erasing it takes
+
+
+def parse_group(place: str) -> tuple[str, str]:
+    """``channel:chat_id`` (or the group owner id) -> (channel, chat_id)."""
+    place = place.strip()
+    chat = chat_of(place) if is_group_owner(place) else None
+    if chat is None:
+        channel, sep, chat_id = place.partition(":")
+        chat = (channel, chat_id) if sep and channel and chat_id else None
+    if chat is None:
+        raise Invalid(f"a group is named <channel>:<chat_id>, not {place!r}", key="err_group_name", group=place)
+    return chat
+
+
+@dataclass(frozen=True)
 class SearchResult:
     memories: list[tuple[Memory, float]]  # best first, as the bot would recall them
     events: list[Hit]
+
+
+def person(owner: str) -> str:
+    """``owner`` stripped, refused when empty or a group's own memory."""
+    return _clean_owner(owner)
 
 
 def _clean_owner(owner: str) -> str:
     owner = owner.strip()
     if not owner:
         raise Invalid("user is empty", key="err_user_empty")
+    if is_group_owner(owner):
+        # A group's notes are nobody's: never listed, edited, exported or erased as a person's.
+        raise Invalid(f"{owner} is a group's own memory, not a person: see it under Groups",
+                      key="err_group_owner", user=owner)
     return owner
 
 
@@ -251,14 +286,40 @@ class MemoryAdmin:
         """Every owner with memories, events or buffered messages, and ``_global``."""
         counts: dict[str, dict[str, int]] = {GLOBAL_OWNER: {}}
         for name in await self.engine.owners():
-            counts.setdefault(name, {})
+            if not is_group_owner(name):  # a group's own memory: groups(), never a person
+                counts.setdefault(name, {})
         rows = await self.engine.db.fetchall("SELECT owner, status, COUNT(*) FROM memories GROUP BY owner, status")
         for r in rows:
-            counts.setdefault(r[0], {})[r[1]] = r[2]
+            if not is_group_owner(r[0]):
+                counts.setdefault(r[0], {})[r[1]] = r[2]
         return [
             UserSummary(name, c.get("active", 0), c.get("archived", 0), c.get("superseded", 0))
             for name, c in sorted(counts.items(), key=lambda kv: (kv[0] != GLOBAL_OWNER, kv[0]))
         ]
+
+    async def groups(self) -> builtins.list[GroupSummary]:
+        """Every group with memory of its own (memory/groupnotes.py)."""
+        rows = await self.engine.db.fetchall(
+            """SELECT owner, SUM(active), COUNT(*) FROM (
+                   SELECT owner, status = 'active' AS active FROM memories WHERE owner LIKE 'group:%'
+                   UNION ALL SELECT owner, 0 FROM daily_events WHERE owner LIKE 'group:%'
+                   UNION ALL SELECT owner, 0 FROM extraction_buffer WHERE owner LIKE 'group:%')
+                GROUP BY owner ORDER BY owner""")
+        out = []
+        for r in rows:
+            if (chat := chat_of(r[0])) is not None:
+                out.append(GroupSummary(r[0], f"{chat[0]}:{chat[1]}", int(r[1] or 0), int(r[2])))
+        return out
+
+    async def forget_group(self, place: str) -> int:
+        """Erase one group's own memory for good, as the bot's removal from
+        it does (memory/groupnotes.py ``forget_group``): its notes, days and
+        waiting lines; its members' own memories stay. How many rows."""
+        channel, chat_id = parse_group(place)
+        if group_owner(channel, chat_id) not in await self.engine.owners():
+            raise NotFound(f"no memory is kept for the group {channel}:{chat_id}", key="err_group_unknown",
+                           group=f"{channel}:{chat_id}")
+        return sum((await forget_group(self.engine, channel, chat_id)).values())
 
     async def stats(self, owner: str) -> Stats:
         return await self.engine.stats(_clean_owner(owner))
@@ -298,6 +359,7 @@ class MemoryAdmin:
         if m is None or (owner is not None and m.owner != owner):
             raise NotFound(f"no memory with id {memory_id}" + (f" for user {owner}" if owner else ""),
                            key="err_not_found_for" if owner else "err_not_found", id=memory_id, user=owner)
+        person(m.owner)  # a group's note is not shown, edited or erased as a person's memory
         return m
 
     async def replaced(self, ids: Sequence[int]) -> dict[int, builtins.list[Memory]]:  # `list` is a method here

@@ -37,6 +37,23 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "sign_out": ("Sign out", "退出登录"),
     "users": ("Users", "用户"),
     "users_nav": ("users", "用户"),
+    "groups": ("Groups", "群聊"),
+    "groups_nav": ("groups", "群聊"),
+    "groups_hint": ("Each group's own notes, shared by its members: not a person's.",
+                    "每个群聊的笔记，由群成员共享，不属于任何用户。"),
+    "note_1": ("{n} note", "{n} 条笔记"),
+    "note_n": ("{n} notes", "{n} 条笔记"),
+    "forget_group_q": ("Erase the memory of the group {group} for good?", "永久删除群聊 {group} 的记忆？"),
+    "forget_group_text": ("Its own memory ({place}: {notes}, {rows} with its summaries and the messages waiting to "
+                          "be learnt) is deleted from the database, as when the bot is removed from the group. "
+                          "Its members' own memories stay.",
+                          "这个群聊的记忆（{place}：{notes}，连同对话摘要和等待提取的消息共 {rows}）将从数据库中删除，"
+                          "和机器人被移出群聊时一样。群成员各人的记忆保留。"),
+    "forget_group": ("Erase this group's memory", "删除这个群聊的记忆"),
+    "err_group_owner": ("{user} is a group's own memory, not a person: see it under Groups",
+                        "{user} 是群聊的记忆，不是用户：请在“群聊”下查看"),
+    "err_group_name": ("a group is named <channel>:<chat_id>, not {group}", "群聊应写作 <channel>:<chat_id>，而不是 {group}"),
+    "err_group_unknown": ("no memory is kept for the group {group}", "没有保存群聊 {group} 的记忆"),
     "user_counts": ("{active} active, {archived} archived, {superseded} superseded",
                     "{active} 条有效，{archived} 条已归档，{superseded} 条旧版本"),
     # -- sign-in ----------------------------------------------------------------
@@ -97,6 +114,7 @@ CATALOGUE: dict[str, tuple[str, str]] = {
                             "built on it.", "记忆 m{id} 已永久删除，连同其旧版本和基于它的核心记忆条目。"),
     "done_archived_all": ("{memories} archived.", "已归档 {memories}。"),
     "done_erased_all": ("{memories} erased for good.", "已永久删除 {memories}。"),
+    "done_forgot_group": ("{rows} of the group's memory erased for good.", "已永久删除群聊记忆 {rows}。"),
     "done_retried_set_aside": ("{id} set-aside lines will be tried again at the next extraction run.",
                                "{id} 行暂存的消息将在下次提取时重试。"),
     "done_unshared": ("Memory m{id} is no longer shared with groups.", "记忆 m{id} 已取消共享，群聊不再读到它。"),

@@ -62,7 +62,8 @@ from memory.service import SqliteMemory
 from memory.sharing import shared_places
 from memory.types import GLOBAL_OWNER, Category, Memory, Status
 
-from ._actions import EDITABLE, AdminError, Conflict, Edited, Invalid, MemoryAdmin, NotFound, editable_values
+from ._actions import (EDITABLE, AdminError, Conflict, Edited, Invalid, MemoryAdmin, NotFound, editable_values,
+                       person, parse_group)
 from ._auth import COOKIE, COOKIE_PATH, AdminAuth, Identity, is_https, same_origin
 from ._i18n import LANG_COOKIE, LANGS, Words, pick_lang
 from ._undo import ArchiveAllUndo, EditUndo, Undoable, UndoStore, UnshareUndo
@@ -73,6 +74,7 @@ from ._views import (
     STYLESHEET,
     PageContext,
     clear_confirm_page,
+    forget_group_page,
     count_memories,
     detail_page,
     edit_page,
@@ -180,7 +182,7 @@ def _user(data: Data, *, required: bool = True) -> str | None:
         return None
     if not isinstance(u, str):
         raise Invalid("user must be a string", key="err_user_string")
-    return u.strip()
+    return person(u)  # a group's own memory is never taken for a person's
 
 
 def safe_back(value: Any, default: str = "/memory") -> str:
@@ -246,7 +248,7 @@ class MemoryWeb:
             return
         places = {p for m in memories for p in (*m.provenance.shared, f"{m.provenance.channel}:{m.provenance.chat_id}",
                                                 *(g for g, _ in m.provenance.replaced_in))}
-        ctx.names = await self.titles.names(places)
+        ctx.names.update(await self.titles.names(places))  # the picker's groups too
 
     def routes(self) -> list[tuple[str, str, Callable[[web.Request], Awaitable[web.StreamResponse]]]]:
         page, api = self._page, self._api
@@ -258,6 +260,7 @@ class MemoryWeb:
             ("GET", "/memory/erase", page(self._confirm(self._erase))),
             ("GET", "/memory/archive-all", page(self._confirm(self._archive_all))),
             ("GET", "/memory/erase-all", page(self._confirm(self._erase_all))),
+            ("GET", "/memory/forget-group", page(self._confirm(self._forget_group))),
             ("GET", "/memory/log", page(self._log)),
             ("GET", "/memory/export", page(self._export)),
             ("POST", "/memory/login", self._login),
@@ -271,10 +274,12 @@ class MemoryWeb:
             ("POST", "/memory/erase", page(self._erase, post=True)),
             ("POST", "/memory/archive-all", page(self._archive_all, post=True)),
             ("POST", "/memory/erase-all", page(self._erase_all, post=True)),
+            ("POST", "/memory/forget-group", page(self._forget_group, post=True)),
             ("POST", "/memory/retry-set-aside", page(self._retry_set_aside, post=True)),
             ("POST", "/memory/unshare", page(self._unshare, post=True)),
             ("POST", "/memory/undo", page(self._undo, post=True)),
             ("GET", "/memory/api/users", api(self._api_users)),
+            ("GET", "/memory/api/groups", api(self._api_groups)),
             ("GET", "/memory/api/stats", api(self._api_stats)),
             ("GET", "/memory/api/memories", api(self._api_memories)),
             ("GET", "/memory/api/search", api(self._api_search)),
@@ -372,6 +377,9 @@ class MemoryWeb:
             here = ctx.back
             try:
                 ctx.users = await self.admin.users()
+                ctx.groups = await self.admin.groups()
+                if ctx.groups and self.titles is not None:
+                    ctx.names.update(await self.titles.names(g.place for g in ctx.groups))
                 return await fn(request, ident, ctx, data)
             except AdminError as exc:
                 text = t(exc.key, **exc.fields) if exc.key and t.zh else str(exc)
@@ -752,10 +760,31 @@ class MemoryWeb:
         log.info("memory page: all memories erased", owner=user, count=n)
         return _redirect(_with_notice(f"/memory?{urlencode({'user': user})}", "erased_all", n))
 
+    async def _forget_group(self, request: web.Request, ident: Identity, ctx: PageContext,
+                            data: Data) -> web.StreamResponse:
+        """One group's own memory erased (memory/groupnotes.py), as the bot's
+        removal from it does; after a confirmation page (a link)."""
+        channel, chat_id = parse_group(str(data.get("group") or ""))
+        place = f"{channel}:{chat_id}"
+        if data.get("confirm") != "yes":
+            found = [g for g in ctx.groups if g.place == place]
+            if not found:
+                raise NotFound(f"no memory is kept for the group {place}", key="err_group_unknown", group=place)
+            return _html(forget_group_page(ctx, found[0]), ctx.nonce)
+        n = await self.admin.forget_group(place)
+        log.info("memory page: a group's memory erased", rows=n)  # the group's id is a chat's: not logged
+        return _redirect(_with_notice("/memory", "forgot_group", n))
+
     # -- JSON API ----------------------------------------------------------------
 
     async def _api_users(self, request: web.Request, data: Data) -> Any:
         return {"users": [{"user": u.name, "active": u.active, "archived": u.archived, "superseded": u.superseded} for u in await self.admin.users()]}
+
+    async def _api_groups(self, request: web.Request, data: Data) -> Any:
+        groups = await self.admin.groups()
+        titles = await self.titles.names(g.place for g in groups) if self.titles is not None and groups else {}
+        return {"groups": [{"group": g.place, "owner": g.owner, "title": titles.get(g.place, ""), "notes": g.notes,
+                            "rows": g.rows} for g in groups]}
 
     async def _api_stats(self, request: web.Request, data: Data) -> Any:
         user = _user(data)
@@ -931,4 +960,4 @@ def _notice(t: Words, data: Data) -> str:
         n = int(data.get("n") or 0)
     except ValueError:
         return ""
-    return t(f"done_{done}", id=n, memories=count_memories(n, t))
+    return t(f"done_{done}", id=n, memories=count_memories(n, t), rows=t.count("row", n))

@@ -26,7 +26,7 @@ from memory.sharing import EVERY_GROUP
 from memory.types import GLOBAL_OWNER, Category, Hit, Memory, Source, Status
 
 from ..chattitles import group_name
-from ._actions import EDITABLE, UserSummary
+from ._actions import EDITABLE, GroupSummary, UserSummary
 from ._i18n import CATALOGUE, LANGS, Words
 
 __all__ = [
@@ -52,7 +52,7 @@ STATUS_TABS = ("active", "archived", "superseded", "all")
 # The notices a POST's redirect names (``?done=``): catalogue keys ``done_<name>``.
 DONE = ("added", "exists", "edited", "edited_entries", "archived", "restored", "erased", "erased_cascade",
         "archived_all", "erased_all", "retried_set_aside", "undone_edit", "undone_archive_all", "unshared",
-        "undone_unshare")
+        "undone_unshare", "forgot_group")
 
 
 def e(value: object) -> str:
@@ -76,6 +76,7 @@ class PageContext:
     nonce: str
     csrf: str
     users: Sequence[UserSummary] = ()
+    groups: Sequence[GroupSummary] = ()  # groups' own memories: listed apart, never as a user
     user: str | None = None
     back: str = "/memory"
     flash: str = ""
@@ -387,6 +388,8 @@ nav.users li a{display:flex;justify-content:space-between;gap:8px;padding:6px 16
 nav.users li a:hover{background:#f1f5f9;text-decoration:none}
 nav.users li a.on{background:#e0ecff;font-weight:600}
 nav.users .count{color:#6b7280;font-variant-numeric:tabular-nums}
+nav.users h2+p.hint{margin:0 16px 6px;font-size:12px}
+nav.users ul+h2{margin-top:16px}
 main{flex:1;padding:18px 26px;max-width:1120px;min-width:0}
 .head{display:flex;align-items:center;gap:12px;flex-wrap:wrap}.head h2{margin:0;font-size:20px;overflow-wrap:anywhere}.head .grow{flex:1}
 .stats{display:grid;grid-template-columns:repeat(auto-fit,minmax(78px,1fr));gap:6px;margin:14px 0}
@@ -509,7 +512,31 @@ def _picker(ctx: PageContext) -> str:
         f'<span>{e(u.name)}</span><span class="count">{u.active}</span></a></li>'
         for u in ctx.users
     )
-    return f'<nav class="users" aria-label="{e(t("users_nav"))}"><h2>{e(t("users"))}</h2><ul>{items}</ul></nav>'
+    groups = "".join(
+        f'<li><a href="{e(url("/memory/forget-group", group=g.place))}" title="{e(g.place)}">'
+        f'<span>{e(ctx.names.get(g.place) or g.place)}</span>'
+        f'<span class="count">{e(t.count("note", g.notes))}</span></a></li>'
+        for g in ctx.groups
+    )
+    if groups:  # a group's own memory (memory/groupnotes.py): nobody's, so not among the users
+        groups = (f'<h2 aria-label="{e(t("groups_nav"))}">{e(t("groups"))}</h2>'
+                  f'<p class="muted hint">{e(t("groups_hint"))}</p><ul>{groups}</ul>')
+    return (f'<nav class="users" aria-label="{e(t("users_nav"))}"><h2>{e(t("users"))}</h2><ul>{items}</ul>'
+            f'{groups}</nav>')
+
+
+def forget_group_page(ctx: PageContext, group: GroupSummary) -> str:
+    """The confirmation of erasing one group's own memory."""
+    t = ctx.t
+    name = ctx.names.get(group.place) or group.place
+    title = t("forget_group_q", group=name)
+    body = f"""<div class="confirm"><h2>{e(title)}</h2>
+<p>{e(t("forget_group_text", group=name, place=group.place, notes=t.count("note", group.notes),
+                             rows=t.count("row", group.rows)))}</p>
+<div class="actions">{_post(ctx, "/memory/forget-group", t("forget_group"), cls="danger solid", group=group.place,
+                            confirm="yes")}
+<a class="button" href="{e(ctx.back)}">{e(t("cancel"))}</a></div></div>"""
+    return layout(ctx, title, body)
 
 
 # -- pages ------------------------------------------------------------------------

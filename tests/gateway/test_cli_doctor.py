@@ -904,6 +904,18 @@ def test_lines_set_aside_are_a_warning_with_the_retry_to_run(home: Path, fakes: 
     c = checks(doctor("--offline", "--json"))["set aside"]
     assert c["data"] == {"lines": 2, "users": 2}
 
+    async def group_line() -> None:  # a group's own line (memory/groupnotes.py): a group, not a third user
+        engine = await MemoryEngine.open(home / "data" / "memory.db", ManualClock("2026-03-01T12:00:00Z"))
+        try:
+            await engine.db.write("UPDATE extraction_buffer SET owner = 'group:telegram:-100900', "
+                                  "set_aside_at = '2026-03-01T12:05:00Z' WHERE owner = 'carol'")
+        finally:
+            await engine.close()
+
+    asyncio.run(group_line())
+    assert "3 lines set aside (2 users, 1 group)" in line(doctor("--offline"), "set aside")
+    assert checks(doctor("--offline", "--json"))["set aside"]["data"] == {"lines": 3, "users": 2, "groups": 1}
+
 
 def test_a_held_memory_md_save_is_a_warning_with_what_to_do(home: Path, fakes: Fakes) -> None:
     """A MEMORY.md cut to a fraction in one save is held (memory/migrate.py);

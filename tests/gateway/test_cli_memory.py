@@ -396,7 +396,7 @@ def test_forget_user_erases_the_group_notes_drawn_from_their_lines_and_not_other
 
     asyncio.run(seed())
     out = ok("forget", "--user", "telegram:11", "--yes").stdout
-    assert "1 memory" in out and "1 group note, day or line drawn from theirs" in out, out
+    assert "1 memory" in out and "1 group note or day drawn from theirs" in out, out
     left = json.loads(ok("export").stdout)["memories"]
     assert [m["content"] for m in left] == ["Mom said Mia is allergic to peanuts"]
     assert not files_holding(home, "lake trip")
@@ -1327,3 +1327,50 @@ def test_search_reads_time_words_on_the_users_calendar(home: Path, monkeypatch: 
     asyncio.run(set_zone())
     assert found("--user", "alice") == ["讨论了把博客迁移到 Hugo"]  # their own
     assert found() == ["讨论了把博客迁移到 Hugo"]  # every user, each on their own calendar
+
+
+def test_stats_keeps_groups_apart_by_title_and_forget_group_erases_one_groups_memory(home: Path) -> None:
+    """A group's own memory (memory/groupnotes.py) is not a user: stats lists
+    it apart, named by its title; ``forget --group`` erases it as the bot's
+    removal does, and ``forget --user`` refuses a group's owner id."""
+    from gateway.chattitles import ChatTitles
+
+    async def seed() -> None:
+        async with await MemoryEngine.open(home / "data" / "memory.db") as e:
+            for chat in ("-100900", "-100901"):
+                await e.add(NewMemory(owner=f"group:telegram:{chat}", content=f"Dad books the hotel {chat}",
+                                      provenance=Provenance(channel="telegram", chat_id=chat, group=True,
+                                                            speakers=("telegram:11",), said_by=("Dad",))))
+            await e.add_event("group:telegram:-100900", "2026-02-28", "Dad books the hotel", channel="telegram",
+                              chat_id="-100900")
+            await e.add(NewMemory(owner="telegram:11", content="Dad likes lakes"))
+            from memory.changelog import write_log
+
+            async with e.db.transaction() as conn:
+                await write_log(conn, at="2026-03-01T12:00:00Z", job="chat", owner="group:telegram:-100900",
+                                action="forget-in-group", detail={"by": "telegram:12"})
+        async with await SessionStore.open(home / "data" / "gateway.db") as s:
+            await ChatTitles(s.db).seen("telegram", "-100900", "Family", at="2026-03-01T12:00:00Z")
+
+    asyncio.run(seed())
+    out = ok("stats").stdout
+    users, _, groups = out.partition("GROUP")
+    assert "telegram:11" in users and "group:" not in users, out
+    assert "Family (telegram:-100900)" in groups and "telegram:-100901" in groups, out
+    doc = json.loads(ok("stats", "--json").stdout)
+    assert [u["user"] for u in doc["users"]] == ["telegram:11"]
+    listed = ok("list").stdout
+    assert "group Family (telegram:-100900)" in listed and "group telegram:-100901" in listed, listed
+    assert "group Family (telegram:-100900)" in ok("search", "hotel").stdout
+    assert "group Family (telegram:-100900)" in ok("log").stdout
+    assert {g["group"]: (g["title"], g["active"], g["events"]) for g in doc["groups"]} == {
+        "telegram:-100900": ("Family", 1, 1), "telegram:-100901": ("", 1, 0)}
+
+    r = cli("forget", "--user", "group:telegram:-100900", "--yes")
+    assert r.exit_code != 0 and "--group telegram:-100900" in r.output, r.output
+    out = ok("forget", "--group", "telegram:-100900", "--yes").stdout
+    assert "Family (telegram:-100900)" in out and "1 memory" in out and "1 daily event" in out, out
+    left = {m["owner"] for m in json.loads(ok("export").stdout)["memories"]}
+    assert left == {"telegram:11", "group:telegram:-100901"}
+    r = cli("forget", "--group", "telegram:-100900", "--yes")
+    assert r.exit_code != 0 and "nothing is stored for the group" in r.output, r.output

@@ -85,6 +85,7 @@ async def test_a_members_forget_all_takes_the_group_notes_of_their_lines_and_the
             asked = (await say(DAD, "/forget all", group=False), tg.sent[-1].text)[1]
             code = re.findall(r"\b\d{4}\b", asked)[-1]
             await say(DAD, f"/forget all {code}", group=False)
+            erased = tg.sent[-1].text
             after = {"hotel": await say(LEO, "who is booking the hotel?"),
                      "allergy": await say(LEO, "what is Mia allergic to?")}
             lake_trip_files = files_holding(tmp_path, "lake trip")
@@ -103,6 +104,9 @@ async def test_a_members_forget_all_takes_the_group_notes_of_their_lines_and_the
 
     first = _recalled(before).splitlines()[0]
     assert "Dad is booking the hotel" in first and "said by Dad" in first, first
+    # His reply counts the group's note (and day) drawn from his line, asked and done.
+    assert re.search(r"\b[1-9]\d* group notes? drawn from what you said in groups", asked), asked
+    assert re.search(r"\b[1-9]\d* group notes? drawn from what you said in groups", erased), erased
     # His notes went with him; Mom's stays, first, as the group's.
     assert "lake trip" not in _prompt(after["hotel"]) and "lake trip" not in said(after["hotel"])
     first = _recalled(after["allergy"]).splitlines()[0]
@@ -230,3 +234,144 @@ async def test_the_bot_leaving_by_the_service_message_erases_that_groups_memory_
             await asyncio.wait_for(app.close(), 15)
     assert had == kept and all(had)  # each group's copy of Dad's line (and the reply to him)
     assert left == 0 and still == had[1]
+
+
+async def test_forget_all_in_chinese_counts_the_group_notes_of_the_members_lines(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """/forget 全部 tells (and then says it erased) the group's notes drawn
+    from the member's lines, not only their own rows."""
+    model = Scripted()
+    async with FakeOpenAI(api_key="sk-group-notes-0123456789", responder=model) as llm, FakeTelegram() as tg:
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, gateway={"timezone": "UTC"})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            assert app.loop is not None and app.extraction is not None
+            sent = 0
+
+            async def say(user: int, text: str, *, group: bool = True) -> str:
+                nonlocal sent
+                tg.push_text(FAMILY if group else user, user, text, chat_type="supergroup" if group else "private",
+                             first_name=NAMES[user], mention=group)
+                sent += 1
+                await tg.wait_sent(sent, timeout=10)
+                assert app.loop is not None and await app.loop.drain(5)
+                return tg.sent[-1].text
+
+            await say(MOM, "周六的船九点开，我来订票")
+            model.notes.append(("周六的船九点开", {"facts": [
+                _note("Mom 订周六九点的船票", ["船", "票", "boat"], "周六的船九点开")], "summary": "船票"}))
+            clock.advance(300)
+            assert all(r.ok for r in await app.extraction.tick())  # type: ignore[attr-defined]
+            assert model.notes == []
+            asked = await say(MOM, "/forget 全部", group=False)
+            code = re.findall(r"\b\d{4}\b", asked)[-1]
+            erased = await say(MOM, f"/forget 全部 {code}", group=False)
+            owner = f"group:telegram:{FAMILY}"
+            left = await app.backend.engine.db.fetchone(  # type: ignore[union-attr]
+                "SELECT COUNT(*) FROM memories WHERE owner = ?", (owner,))
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+    assert re.search(r"[1-9]\d* 条根据你在群里说的话记下的群组笔记", asked), asked
+    assert erased.startswith("已永久删除") and re.search(r"[1-9]\d* 条根据你在群里说的话记下的群组笔记", erased), erased
+    assert left[0] == 0
+
+
+
+async def test_the_bot_removed_while_a_stop_cuts_its_erasure_is_erased_at_the_next_start(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """A kill after the channel kept the bot's removal in the inbox (so
+    Telegram's offset passed it) and before the loop applied it leaves its
+    revision row: the next start erases the group's memory, once."""
+    from gateway.bus import BOT_LEFT, LEFT, InboundMessage
+    from gateway.inbox import Inbox
+    from gateway.sessions import SessionStore
+
+    owner = f"group:telegram:{FAMILY}"
+    model = Scripted()
+    async with FakeOpenAI(api_key="sk-group-notes-0123456789", responder=model) as llm, FakeTelegram() as tg:
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, gateway={"timezone": "UTC"})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            assert app.loop is not None and app.extraction is not None
+            tg.push_text(FAMILY, DAD, "I'll book the hotel for the lake trip", chat_type="supergroup",
+                         first_name="Dad", mention=True)
+            await tg.wait_sent(1, timeout=10)
+            assert await app.loop.drain(5)
+            model.notes.append(("book the hotel for the lake trip", {"facts": [
+                _note("Dad is booking the hotel for the lake trip", ["hotel", "lake trip"],
+                      "book the hotel for the lake trip")], "summary": "Dad books the hotel"}))
+            clock.advance(300)
+            assert all(r.ok for r in await app.extraction.tick())  # type: ignore[attr-defined]
+            had = await _group_rows(app, owner)
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+    # What the kill left: the removal kept as the channel keeps it (gateway/inbox.py), never applied.
+    [gateway_db] = list(tmp_path.rglob("gateway.db"))
+    async with await SessionStore.open(gateway_db, clock) as store:
+        await Inbox(store.db, clock).keep(InboundMessage(
+            channel="telegram", chat_id=str(FAMILY), sender_id=BOT_LEFT, text="", is_group=True, kind=LEFT,
+            message_id="", metadata={}))
+    stopped = await _rows_on_disk(tmp_path, clock, owner)
+
+    async with FakeOpenAI(api_key="sk-group-notes-0123456789", responder=Scripted()) as llm, FakeTelegram() as tg:
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, gateway={"timezone": "UTC"})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            left = await _gone(app, owner)
+            assert app.inbox is not None
+            kept = await app.inbox.revisions()
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+    assert had >= 2 and stopped == had  # nothing erased before the start
+    assert left == 0 and kept == []
+
+
+async def test_a_group_jobs_run_recalls_that_groups_notes_and_another_groups_job_does_not(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    owner_leo = f"telegram:{LEO}"
+    model = Scripted()
+    async with FakeOpenAI(api_key="sk-group-notes-0123456789", responder=model) as llm, FakeTelegram() as tg:
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, gateway={"timezone": "UTC"})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            assert app.loop is not None and app.extraction is not None
+            tg.push_text(FAMILY, DAD, "I'll book the hotel for the lake trip", chat_type="supergroup",
+                         first_name="Dad", mention=True)
+            await tg.wait_sent(1, timeout=10)
+            assert await app.loop.drain(5)
+            model.notes.append(("book the hotel for the lake trip", {"facts": [
+                _note("Dad is booking the hotel for the lake trip", ["hotel", "booking", "lake trip"],
+                      "book the hotel for the lake trip")], "summary": "Dad books the hotel"}))
+            clock.advance(300)
+            assert all(r.ok for r in await app.extraction.tick())  # type: ignore[attr-defined]
+            ask = "Remind everyone who is booking the hotel for the lake trip"
+            await app.loop.run_job(channel="telegram", chat_id=str(FAMILY), user=owner_leo, text=ask)
+            here = _chat_turn(llm.requests)
+            await app.loop.run_job(channel="telegram", chat_id="-100799", user=owner_leo, text=ask)
+            elsewhere = _chat_turn(llm.requests)
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+    first = _recalled(here).splitlines()[0]
+    assert "Dad is booking the hotel" in first and "the group's note, said by Dad" in first, first
+    assert "Dad is booking" not in _prompt(elsewhere) and "said by Dad" not in _prompt(elsewhere)  # none elsewhere
+
+async def _rows_on_disk(tmp_path: Path, clock: ManualClock, owner: str) -> int:
+    from memory import MemoryEngine
+
+    [db] = [p for p in tmp_path.rglob("memory.db")]
+    engine = await MemoryEngine.open(db, clock)
+    try:
+        n = 0
+        for table in ("memories", "daily_events", "extraction_buffer"):
+            row = await engine.db.fetchone(f"SELECT COUNT(*) FROM {table} WHERE owner = ?", (owner,))
+            n += row[0] if row else 0
+        return n
+    finally:
+        await engine.close()

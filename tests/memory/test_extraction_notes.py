@@ -98,3 +98,45 @@ def test_a_members_name_cannot_pass_for_another_label() -> None:
     assert _speaker_label("Dad") == "Dad" and _speaker_label("  ") == "a member"
     assert _speaker_label("assistant (the bot, to the group") == "member assistant (the bot, to the group"
     assert ":" not in _speaker_label("Mom: I said\nDad") and "\n" not in _speaker_label("Mom\nDad")
+
+
+async def test_two_members_of_one_name_are_told_apart_in_the_batch_and_in_the_citation(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """Two "Dad"s in one group: the memory model reads each under the tag
+    the chat prompt gives him (gateway/prompt.py ``speaker_labels``), and
+    each note is cited as said by the one whose line it came from."""
+    from gateway.prompt import Speaker, speaker_labels
+    from gateway.sessions import StoredMessage
+
+    mem = SqliteMemory(engine)
+    svc = ExtractionService(engine, llm, max_concurrency=1)
+    await mem.buffer([
+        line("telegram:11", "Dad", "I'll book the hotel for the lake trip", "1"),
+        line("telegram:15", "Dad", "I'll drive us to the lake", "2"),
+        line("telegram:12", "Mom", "great", "3"),
+    ])
+    clock.advance(timedelta(minutes=5))
+    for _ in range(3):  # the members' own batches
+        fake.queue_reply(reply([], "x"))
+    fake.queue_reply(reply([
+        {"content": "Dad is booking the hotel for the lake trip", "category": "decision", "lines": [1]},
+        {"content": "Dad is driving to the lake", "category": "decision", "lines": [2]},
+    ], "the lake trip"))
+    reports = await svc.tick()
+    assert reports[-1].owner == GROUP and reports[-1].ok
+    history = [StoredMessage(id=n, session_id=1, channel="telegram", chat_id=FAMILY[1], role="user", content="hi",
+                             owner=f"telegram:{who}", sender_id=who, message_id=str(n), created_at="", buffered=True,
+                             sender_name="Dad") for n, who in enumerate(("11", "15"), 1)]
+    labels = speaker_labels(history, Speaker(sender_id="12", name="Mom"))  # as the group's chat prompt names them
+    prompt = user_prompt(fake.requests[-1])
+    a, b = labels["11"], labels["15"]
+    assert a != b and a.startswith("Dad #") and b.startswith("Dad #")
+    assert f"] {a}: I'll book the hotel" in prompt and f"] {b}: I'll drive us" in prompt, prompt
+    assert "] Mom: great" in prompt  # a name no one else has stays as it is
+    notes = {m.content: m.provenance for m in (await engine.get_many(reports[-1].added)).values()}
+    assert notes["Dad is booking the hotel for the lake trip"].said_by == (a,)
+    assert notes["Dad is booking the hotel for the lake trip"].speakers == ("telegram:11",)
+    assert notes["Dad is driving to the lake"].said_by == (b,)
+    hits = await mem.search("telegram:12", "who books the hotel", private=False, chat=FAMILY)
+    assert hits and f"said by {a}" in hits[0].citation()

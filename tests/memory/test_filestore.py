@@ -640,3 +640,25 @@ async def test_lines_without_a_date_are_dated_by_the_file_and_hand_edits_of_date
     done = await files.forget("alice", [dated.ref])
     assert done.texts == ["Alice keeps bees"]
     assert path.read_text() == "# Alice\n\n- Alice moved to Suzhou <!-- 2026-03-05 -->\n"
+
+
+async def test_a_group_line_is_kept_in_no_members_file_and_a_group_owner_gets_no_folder(
+    files: FileMemory, clock: ManualClock
+) -> None:
+    """The file store keeps no group's notes (memory/groupnotes.py needs the
+    SQLite store): a line said in a group, and the bot's reply there, are
+    not written into the member's private log, which their private chat
+    reads; a group owner's turn makes no folder of its own."""
+    said = [Turn(owner="alice", channel="telegram", chat_id="-100900", role="user", group=True, speaker_name="Mom",
+                 content="Mia is allergic to peanuts, remember that", message_id="7"),
+            Turn(owner="alice", channel="telegram", chat_id="-100900", role="assistant", group=True,
+                 content="Noted: Mia is allergic to peanuts", message_id="7"),
+            Turn(owner="group:telegram:-100900", channel="telegram", chat_id="-100900", role="user", group=True,
+                 content="Dad books the hotel for the lake trip", message_id="8"),
+            turn("alice", "I moved to Berlin", mid="9")]
+    await files.buffer(said)
+    logged = "".join(p.read_text() for p in (files.root / "users").rglob("*.md"))
+    assert "I moved to Berlin" in logged  # her private line, as before
+    assert "peanuts" not in logged and "lake trip" not in logged
+    assert [p.name for p in (files.root / "users").iterdir()] == [files.user_dir("alice").name]
+    assert not [h for h in await files.search("alice", "peanuts allergic")]
