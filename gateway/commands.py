@@ -43,6 +43,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 
+import structlog
+
 from memory.backend import MemoryBackend
 from memory.clock import Clock, SystemClock, parse_ts
 from memory.engine import MemoryEngine
@@ -57,11 +59,14 @@ from .datalock import ChatRunning
 from .export import MIME, Spool, chinese_enough, export_filename, mostly_chinese, write_user_export
 from .inbox import MessageKey
 from .incognito import Incognito
+from .logging import error_fields
 from .projectnames import ZH_REMOVE, project_command
 from .timezones import Choice, TimezoneError, UserTimezones, parse_timezone, zone_name
 from .userdata import Census, UserData
 
 __all__ = ["BARE", "COMMANDS", "IN_GROUPS", "MENU", "MENU_ZH", "Answer", "UserCommands", "is_own_command", "runs_itself"]
+
+log = structlog.get_logger(component="gateway")
 
 COMMANDS = ("memory", "forget", "export", "导出", "timezone", "tz", "incognito", "无痕", "project", "share",
             "unshare", "jobs")
@@ -555,7 +560,9 @@ class UserCommands:
                     f"/timezone <zone> changes it; /timezone reset goes back to the gateway's ({gateway}).")
         old = await self.timezones.get(user)
         if args.lower() in _RESET:
+            since = await self.timezones.since(user)
             had = await self.timezones.clear(user)
+            await self._zone_left(user, old, None, since)
             jobs = await self._jobs_follow(user, old, None, zh=zh)
             if zh:
                 return (f"已恢复为网关的时区 {gateway}。" if had else f"你本来就在使用网关的时区 {gateway}。") + jobs
@@ -565,12 +572,26 @@ class UserCommands:
             tz = parse_timezone(args)
         except TimezoneError as exc:
             return _unknown_zone(args, exc.nearest, zh=zh, choices=exc.choices)
+        since = await self.timezones.since(user)
         await self.timezones.set(user, tz, at=self.clock.now())
+        await self._zone_left(user, old, tz, since)
         now = self.clock.now().astimezone(tz)
         jobs = await self._jobs_follow(user, old, tz, zh=zh)
         if zh:
             return f"好的，你的时区是 {zone_name(tz)}（现在是 {now:%Y-%m-%d %H:%M}）。日期和新建的定时任务都按这个时区。" + jobs
         return f"Your time zone is now {zone_name(tz)} (it is {now:%Y-%m-%d %H:%M} there). Dates and new schedules use it." + jobs
+
+    async def _zone_left(self, user: str, old: tzinfo | None, new: tzinfo | None, since: str) -> None:
+        """Memory keeps the zone the user left (``old``, or the gateway's;
+        in force since ``since``, "" from the start), so what they said
+        there stays dated on the day they lived it (memory/zonehistory.py)."""
+        before, after = old or self.default_tz, new or self.default_tz
+        if self.projects is None or zone_name(before) == zone_name(after):
+            return
+        try:
+            await self.projects.zone_changed(user, before, since=since, at=self.clock.now())
+        except Exception as exc:  # memory.db trouble costs the old days' zone (today's dates them), not the change
+            log.error("zone change not kept in memory", user=user, **error_fields(exc))
 
     async def _jobs_follow(self, user: str, old: tzinfo | None, new: tzinfo | None, *, zh: bool) -> str:
         """Moves the user's own schedules to their new zone (CronStore.follow_user_zone)

@@ -409,8 +409,8 @@ class Compressor:
                 )
             return
         project, topic = rows[0].project, rows[0].topic
-        # The span is dated on the owner's calendar, as their events are.
-        zone = await owner_zone(self.zone_of, owner, self.tz)
+        # The span is dated on the owner's calendar, as their events are (each day where they were).
+        zone = await self.engine.lived(owner, await owner_zone(self.zone_of, owner, self.tz)) or self.tz
         # A fact is written as one chat's only when the whole call read that
         # chat's facts alone: the model may put any fact's words it was
         # shown into any fact it writes, whatever it says it merged.
@@ -498,7 +498,7 @@ class Compressor:
         current = await self.engine.profile(owner, limit=1000, include_global=False)
         if not high:
             return  # nothing to promote; the profile stays as it is
-        zone = await owner_zone(self.zone_of, owner, self.tz)
+        zone = await self.engine.lived(owner, await owner_zone(self.zone_of, owner, self.tz)) or self.tz
         cands = [Candidate(i, m.content, m.category.value, m.importance, _said(m, zone))
                  for i, m in enumerate(high, start=1)]
         # Its prompt holds no date: a profile and facts the last refresh

@@ -483,7 +483,8 @@ class ExtractionService:
             await self.on_step(name, owner)
 
     async def _zone(self, owner: str) -> tzinfo:
-        return await owner_zone(self.zone_of, owner, self.tz)
+        # Each line dated where the user was when they said it (memory/zonehistory.py).
+        return await self.engine.lived(owner, await owner_zone(self.zone_of, owner, self.tz)) or self.tz
 
     def _conversation(self, rows: Sequence[_Row], tz: tzinfo, *, group: bool = False, notes: bool = False) -> list[str]:
         """One line per message (the model sees them numbered L1..LN). In a

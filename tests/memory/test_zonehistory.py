@@ -1,0 +1,76 @@
+"""memory/zonehistory.py: the zones a user lived in, on a real memory.db."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from memory import ManualClock, MemoryEngine
+from memory.clock import format_ts, local_day
+from memory.zonehistory import Lived, lived_periods, read_spans
+
+TOKYO, NY, BERLIN = ZoneInfo("Asia/Tokyo"), ZoneInfo("America/New_York"), ZoneInfo("Europe/Berlin")
+
+
+def at(day: str, hm: str, tz: ZoneInfo) -> datetime:
+    return datetime.fromisoformat(f"{day}T{hm}").replace(tzinfo=tz).astimezone(UTC)
+
+
+async def test_a_moment_is_dated_in_the_zone_in_force_then(engine: MemoryEngine) -> None:
+    # Tokyo from 1 May (when she set it), New York from 4 May 20:00 there.
+    await engine.zone_changed("alice", TOKYO, since=format_ts(at("2026-05-01", "12:00", TOKYO)),
+                              at=at("2026-05-04", "20:00", NY))
+    lived = await engine.lived("alice", NY)
+    assert isinstance(lived, Lived)
+    said = format_ts(at("2026-05-04", "08:30", TOKYO))  # 3 May, 19:30 in New York
+    assert local_day(said, lived) == "2026-05-04"
+    assert local_day(said, NY) == "2026-05-03"
+    assert local_day(format_ts(at("2026-05-04", "21:00", NY)), lived) == "2026-05-04"  # after: New York's
+    # Before the span (said before it was kept): today's zone, as before.
+    assert local_day(format_ts(at("2026-04-20", "08:30", TOKYO)), lived) == "2026-04-19"
+    # A wall time made on it is read on today's zone.
+    assert datetime(2026, 5, 5, tzinfo=lived).astimezone(UTC) == at("2026-05-05", "00:00", NY)
+    # Another user never moved: their zone as given.
+    assert await engine.lived("bob", NY) is NY
+
+
+async def test_a_day_named_today_is_the_moments_that_were_that_day_where_she_was(engine: MemoryEngine) -> None:
+    # She leaves Tokyo at 11:00 on 5 May there (22:00 on 4 May in New York).
+    await engine.zone_changed("alice", TOKYO, since="", at=at("2026-05-05", "11:00", TOKYO))
+    lived = await engine.lived("alice", NY)
+    may4 = [(at("2026-05-04", "00:00", NY), at("2026-05-05", "00:00", NY))]
+    got = lived_periods(may4, lived)
+    # Tokyo's 4 May, then New York's 4 May from when she got there: the Tokyo
+    # morning of 5 May between them is not 4 May.
+    assert got == [(at("2026-05-04", "00:00", TOKYO), at("2026-05-05", "00:00", TOKYO)),
+                   (at("2026-05-05", "11:00", TOKYO), at("2026-05-05", "00:00", NY))]
+    # "Just now" (not whole days) stays as it is.
+    recent = [(at("2026-05-05", "08:00", NY), at("2026-05-05", "11:00", NY))]
+    assert lived_periods(recent, lived) == recent
+    assert lived_periods(may4, NY) == may4  # no history: unchanged
+
+
+async def test_each_change_starts_where_the_last_ended_and_a_clock_stepped_back_drops_the_future(
+    engine: MemoryEngine, clock: ManualClock
+) -> None:
+    await engine.zone_changed("alice", TOKYO, since="", at=at("2026-05-05", "11:00", TOKYO))
+    await engine.zone_changed("alice", NY, since=format_ts(at("2026-05-05", "11:00", TOKYO) + timedelta(hours=1)),
+                              at=at("2026-05-10", "09:00", NY))
+    spans = await read_spans(engine.db, "alice")
+    assert [(s, u, str(z)) for s, u, z in spans] == [
+        ("", format_ts(at("2026-05-05", "11:00", TOKYO)), "Asia/Tokyo"),
+        (format_ts(at("2026-05-05", "11:00", TOKYO) + timedelta(hours=1)), format_ts(at("2026-05-10", "09:00", NY)),
+         "America/New_York"),
+    ]
+    # The clock stepped back before the second change: it is dropped, the new one ends the first.
+    await engine.zone_changed("alice", BERLIN, since="", at=at("2026-05-08", "09:00", BERLIN))
+    assert [str(z) for _, _, z in await read_spans(engine.db, "alice")] == ["Asia/Tokyo", "Europe/Berlin"]
+
+
+async def test_forgetting_a_user_forgets_where_they_were(engine: MemoryEngine) -> None:
+    await engine.zone_changed("alice", TOKYO, since="", at=at("2026-05-05", "11:00", TOKYO))
+    await engine.zone_changed("bob", BERLIN, since="", at=at("2026-05-05", "11:00", TOKYO))
+    await engine.forget_owner("alice")
+    assert await read_spans(engine.db, "alice") == ()
+    assert await engine.lived("alice", NY) is NY
+    assert len(await read_spans(engine.db, "bob")) == 1
