@@ -42,6 +42,7 @@ import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -63,6 +64,9 @@ from .logging import error_fields
 from .projectnames import ZH_REMOVE, project_command
 from .timezones import Choice, TimezoneError, UserTimezones, parse_timezone, zone_name
 from .userdata import Census, UserData
+
+if TYPE_CHECKING:  # the scheduler is imported where it is used
+    from .cron import CronJob
 
 __all__ = ["BARE", "COMMANDS", "IN_GROUPS", "MENU", "MENU_ZH", "Answer", "UserCommands", "is_own_command", "runs_itself"]
 
@@ -264,7 +268,7 @@ class UserCommands:
     async def _jobs(self, user: str, args: str, *, zh: bool) -> str:
         """``/jobs``: the sender's scheduled messages, where they could only
         ask the model; ``/jobs remove <id>`` cancels one of theirs."""
-        from .cron import CronError, once_local  # here: the scheduler is not needed for the other commands
+        from .cron import CronError  # here: the scheduler is not needed for the other commands
 
         cron = self.everything.cron
         word, _, rest = args.partition(" ")
@@ -289,9 +293,10 @@ class UserCommands:
                 "Usage: /jobs lists your scheduled messages, /jobs remove <id> cancels one."
             return usage if args else none
         lines = []
+        tz = await self._zone(user)
         for j in jobs:
             if j.once:
-                when = f"一次，{once_local(j)}" if zh else f"once, {once_local(j)}"
+                when = f"一次，{_once_shown(j, tz, zh=zh)}" if zh else f"once, {_once_shown(j, tz, zh=zh)}"
             else:
                 when = f"{j.schedule} ({j.timezone or zone_name(self.default_tz)})"
             lines.append(f"- [{j.id}] {when}: {truncate(j.message, _SHOWN_CHARS)}")
@@ -779,3 +784,18 @@ def _counts(c: Census, zh: bool) -> str:
 
 def _n(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
+
+
+def _once_shown(job: CronJob, tz: tzinfo, *, zh: bool) -> str:
+    """A one-time job's moment on the user's clock now (``tz``), with the
+    time it was asked in when that was another zone (they moved since, or
+    named one): "2026-11-12 23:00 (Asia/Shanghai), set as 2026-11-12 10:00
+    (America/New_York)"."""
+    from .cron import once_local
+
+    assert job.at is not None
+    shown = f"{parse_ts(job.at).astimezone(tz):%Y-%m-%d %H:%M} ({zone_name(tz)})"
+    asked = once_local(job)
+    if asked == shown:
+        return shown
+    return f"{shown}，设定时为 {asked}" if zh else f"{shown}, set as {asked}"

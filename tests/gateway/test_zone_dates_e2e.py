@@ -18,7 +18,7 @@ from memory import Category, ManualClock, NewMemory, Provenance
 from memory.clock import format_ts
 from tests.fakes.openai_server import Reply, split_user_content, text_of
 from tests.gateway.test_remembering_e2e import Model, fact, running, say
-from tests.gateway.test_time_walk_e2e import NY, local
+from tests.gateway.test_time_walk_e2e import NY, SHANGHAI, local, store_of
 from tests.gateway.yearwalk import core_memory
 
 TOKYO = ZoneInfo("Asia/Tokyo")
@@ -120,3 +120,28 @@ async def test_a_batch_the_memory_model_took_after_she_moved_is_dated_where_she_
         days = await app.backend.engine.db.fetchall(  # type: ignore[attr-defined]
             "SELECT event_date, summary FROM daily_events WHERE owner = ? ORDER BY id", (OWNER,))
         assert days[0][0] == "2026-05-04", days
+
+
+async def test_jobs_shows_a_one_time_reminder_on_her_clock_now_with_the_time_she_asked_it_in(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """"Remind me on the 12th at 10" asked in New York is 23:00 in
+    Shanghai: after /timezone, /jobs said "10:00 (America/New_York)", a
+    time she had to work out; the moment is the same, shown on her clock."""
+    clock.set(local("2026-11-09", "12:00", NY))
+    async with running(tmp_path, Model(), clock) as (app, _):
+        await say(app, clock, "/timezone New York", ALICE)
+        store = store_of(app)
+        once = await store.add(at=local("2026-11-12", "10:00", NY), message="call the NY office", channel="echo",
+                               chat_id="c-alice", user=OWNER, private=True, tz=NY)
+        listed = await say(app, clock, "/jobs", ALICE)
+        assert f"[{once.id}] once, 2026-11-12 10:00 (America/New_York): call the NY office" in listed, listed
+        clock.set(local("2026-11-11", "10:00", SHANGHAI))
+        await say(app, clock, "/timezone Shanghai", ALICE)
+        listed = await say(app, clock, "/jobs", ALICE)
+        assert (f"[{once.id}] once, 2026-11-12 23:00 (Asia/Shanghai), set as 2026-11-12 10:00 (America/New_York): "
+                "call the NY office") in listed, listed
+        await say(app, clock, "我到上海了", ALICE)
+        listed = await say(app, clock, "/jobs", ALICE)
+        assert (f"[{once.id}] 一次，2026-11-12 23:00 (Asia/Shanghai)，设定时为 2026-11-12 10:00 (America/New_York): "
+                "call the NY office") in listed, listed
