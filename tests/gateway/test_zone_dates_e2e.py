@@ -10,15 +10,18 @@ missed or doubled across the restart."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
+
+import pytest
 
 from memory import Category, ManualClock, NewMemory, Provenance
 from memory.clock import format_ts
 from tests.fakes.openai_server import Reply, split_user_content, text_of
 from tests.gateway.test_remembering_e2e import Model, fact, running, say
-from tests.gateway.test_time_walk_e2e import NY, SHANGHAI, local, store_of
+from tests.gateway.test_time_walk_e2e import NY, SHANGHAI, gateway, local, on_clock, store_of, walk_jobs
 from tests.gateway.yearwalk import core_memory
 
 TOKYO = ZoneInfo("Asia/Tokyo")
@@ -145,3 +148,46 @@ async def test_jobs_shows_a_one_time_reminder_on_her_clock_now_with_the_time_she
         listed = await say(app, clock, "/jobs", ALICE)
         assert (f"[{once.id}] 一次，2026-11-12 23:00 (Asia/Shanghai)，设定时为 2026-11-12 10:00 (America/New_York): "
                 "call the NY office") in listed, listed
+
+
+@pytest.mark.parametrize(("back_at", "runs"), [
+    # Back that evening: the pending 08:00 UTC (16:00 in Shanghai) becomes 08:00 Shanghai.
+    ("2026-11-10 20:00", ["11-11 08:00", "11-12 08:00", "11-13 08:00"]),
+    # Back after 08:00 Shanghai passed since the last run: that day's comes at the time it had, then 08:00.
+    ("2026-11-11 10:00", ["11-11 16:00", "11-12 08:00", "11-13 08:00"]),
+])
+async def test_a_gateway_zone_changed_between_runs_moves_the_users_without_one_of_their_own(
+    tmp_path: Path, clock: ManualClock, back_at: str, runs: list[str]
+) -> None:
+    """gateway.timezone UTC, then Asia/Shanghai after a restart. Bob set
+    no zone: his "every day at 8" was 08:00 UTC (16:00 in Shanghai) and
+    kept that time until it ran once more on the new zone; his "yesterday"
+    is Shanghai's. No day's run missed, none twice."""
+    bob = "bob"
+    clock.set(datetime(2026, 11, 9, 12, 0, tzinfo=UTC))
+    async with gateway(tmp_path, clock) as (app, _):  # UTC
+        assert await say(app, clock, "remind me every day at 8 to take my pills", bob) == "done."
+        [pills] = [j for j in await store_of(app).list(f"echo:{bob}") if j.message == "take your pills"]
+        assert pills.timezone == ""  # the gateway's
+        clock.advance(600)
+        assert app.extraction is not None
+        await app.extraction.tick()  # type: ignore[attr-defined]  # that day's log
+        ran = await walk_jobs(app, clock, datetime(2026, 11, 9, 13, 0, tzinfo=UTC), datetime(2026, 11, 10, 9, 0, tzinfo=UTC))
+        assert [f"{t:%m-%d %H:%M}" for m, t in ran if m == "take your pills"] == ["11-10 08:00"]  # UTC
+        clock.set(datetime(2026, 11, 10, 9, 30, tzinfo=UTC))
+        await say(app, clock, "we repainted the kitchen blue", bob)  # 17:30 on 10 Nov in Shanghai
+        clock.advance(600)
+        await app.extraction.tick()  # type: ignore[attr-defined]
+
+    back = datetime.fromisoformat(back_at).replace(tzinfo=SHANGHAI)
+    clock.set(back)
+    async with gateway(tmp_path, clock, gateway={"timezone": "Asia/Shanghai"}) as (app, fake):
+        morning = local("2026-11-11", "07:00", SHANGHAI)
+        if back < morning:
+            # "Yesterday" at 07:00 on 11 Nov in Shanghai (still 10 Nov in UTC) is 10 Nov.
+            clock.set(morning)
+            await say(app, clock, "what did we talk about yesterday?", bob)
+            block = recalled(fake)
+            assert "repainted the kitchen" in block, block
+        ran = await walk_jobs(app, clock, clock.now(), local("2026-11-13", "23:00", SHANGHAI))
+        assert on_clock(ran, "take your pills", SHANGHAI) == runs
