@@ -466,6 +466,8 @@ class ExtractionService:
             return []
         batch: list[_Row] = []
         tokens = 0
+        tz = await self._zone(owner)
+        first_day = parse_ts(head.created_at).astimezone(tz).date()
         for r in rows:
             if (r.channel, r.chat_id) != (head.channel, head.chat_id):
                 # Another chat's turns (the same person in a group and in
@@ -474,6 +476,8 @@ class ExtractionService:
                 continue
             if batch and tokens + r.token_count > self.token_budget:
                 break
+            if batch and r.role == "user" and parse_ts(r.created_at).astimezone(tz).date() != first_day:
+                break  # the user's next day is its own batch: each day log on its day (a reply stays with its line)
             batch.append(r)
             tokens += r.token_count
         return batch

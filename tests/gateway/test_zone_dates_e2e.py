@@ -191,3 +191,34 @@ async def test_a_gateway_zone_changed_between_runs_moves_the_users_without_one_o
             assert "repainted the kitchen" in block, block
         ran = await walk_jobs(app, clock, clock.now(), local("2026-11-13", "23:00", SHANGHAI))
         assert on_clock(ran, "take your pills", SHANGHAI) == runs
+
+
+async def test_a_batch_across_her_midnight_writes_each_days_log_on_its_day(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """23:59 and 00:01 in Tokyo, one conversation, one batch: its day log
+    went wholly under the first line's day, so "what did we talk about
+    yesterday?" the next day missed the half said after midnight. Each
+    day's lines now make that day's summary; a reply stays with the line
+    it answers."""
+    clock.set(local("2026-05-03", "23:00", TOKYO))
+    async with gateway(tmp_path, clock) as (app, fake):
+        await say(app, clock, "/timezone Tokyo", ALICE)
+        clock.set(local("2026-05-03", "23:59", TOKYO))
+        await say(app, clock, "we had sushi at Tsukiji tonight", ALICE)
+        clock.set(local("2026-05-04", "00:01", TOKYO))
+        await say(app, clock, "in the morning I take the train to Kyoto", ALICE)
+        clock.advance(600)
+        assert app.extraction is not None
+        reports = await app.extraction.tick()  # type: ignore[attr-defined]
+        assert reports and all(r.ok for r in reports)
+        days = [tuple(r) for r in await app.backend.engine.db.fetchall(  # type: ignore[attr-defined]
+            "SELECT event_date, summary FROM daily_events WHERE owner = ? ORDER BY id", (OWNER,))]
+        [(may3, before)] = [d for d in days if "Tsukiji" in d[1]]
+        [(may4, after)] = [d for d in days if "Kyoto" in d[1]]
+        assert (may3, may4) == ("2026-05-03", "2026-05-04"), days
+        assert "Kyoto" not in before and "Tsukiji" not in after, days
+        clock.set(local("2026-05-05", "09:00", TOKYO))
+        await say(app, clock, "what did we talk about yesterday?", ALICE)
+        block = recalled(fake)
+        assert "Kyoto" in block and "Tsukiji" not in block, block
