@@ -335,8 +335,10 @@ class UserCommands:
             rows = backend.owner_rows(user, index)
             # What their handles stored before they were mapped: theirs too, each under its heading.
             earlier = [backend.owner_rows(handle, i) for handle, i in kept.earlier]
+            # A memory's day where it was said (memory/zonehistory.py), as the prompt dates it.
+            said_tz = await self.projects.lived(user, tz) if self.projects is not None else tz
             await write_user_export(spool.write, kept, index, rows, at=f"{local:%Y-%m-%d %H:%M} {zone_name(tz)}",
-                                    zh=zh, tz=tz, earlier=earlier)
+                                    zh=zh, tz=tz, earlier=earlier, said_tz=said_tz)
             file = spool.attachment(export_filename(local), MIME)
         finally:
             spool.close()

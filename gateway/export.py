@@ -414,6 +414,7 @@ async def write_user_export(
     zh: bool,
     tz: tzinfo = UTC,
     earlier: Sequence[AsyncIterable[Memory | Event]] = (),
+    said_tz: tzinfo | None = None,
 ) -> None:
     """:func:`render_user_export`'s text, handed to ``write`` a line at a
     time, from ``index`` (what must be known first: the ids the file shows,
@@ -421,7 +422,9 @@ async def write_user_export(
     :meth:`~memory.backend.MemoryBackend.owner_rows` reads them), so only a
     page of rows is in memory at once. ``export.data``'s rows are not read.
     ``earlier``: the rows of each of ``export.earlier``'s handles, in its
-    order, written after theirs under a heading naming the handle."""
+    order, written after theirs under a heading naming the handle.
+    ``said_tz``: the calendar a memory's days are read on (``tz`` with the
+    zones they were in before, memory/zonehistory.py; ``tz`` when None)."""
     lab = _ZH if zh else _EN
     first = True
 
@@ -447,7 +450,7 @@ async def write_user_export(
                 if (row.tier, row.project) != group:
                     group = (row.tier, row.project)
                     line(_group_title(row.tier, row.project, lab, level))
-                for text in _memory(row, lab, True, shown, secret_words, tz, export.groups):
+                for text in _memory(row, lab, True, shown, secret_words, said_tz or tz, export.groups):
                     line(text)
             else:
                 if not dated:

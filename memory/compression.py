@@ -49,6 +49,7 @@ from .scope import in_group
 from .llm import Candidate, MemoryLLM, MemoryLLMError, ProfileEntry
 from .tokens import estimate_tokens
 from .types import Category, Memory, NewMemory, Provenance, Source
+from .zonehistory import lived_wall
 
 __all__ = ["COMPRESS_LEASE", "Compressor", "DailyReport", "WeeklyReport"]
 
@@ -265,8 +266,8 @@ class Compressor:
             # line, else the day's noon on its owner's calendar.
             async with conn.execute(f"SELECT id, provenance FROM daily_events WHERE id IN ({marks})", ids) as cur:
                 said = {r["id"]: _provenance(r["provenance"], "", "").date_to for r in await cur.fetchall()}
-            zone = await owner_zone(self.zone_of, owner, self.tz)
-            noon = datetime.combine(date.fromisoformat(day), time(12), zone)
+            zone = await self.engine.lived(owner, await owner_zone(self.zone_of, owner, self.tz)) or self.tz
+            noon = lived_wall(date.fromisoformat(day), time(12), zone)  # where they were that day
             applied = await self.consolidator.apply(
                 conn, owner, ext.facts, cands, provenance=prov, source=Source.COMPRESSION, job="daily_compress",
                 said=summaries, line_refs=line_refs, revive=False,

@@ -28,7 +28,7 @@ import json
 import re
 from bisect import bisect_right
 from collections.abc import Sequence
-from datetime import UTC, datetime, time, timedelta, timezone, tzinfo
+from datetime import UTC, date, datetime, time, timedelta, timezone, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import aiosqlite
@@ -37,7 +37,8 @@ from .clock import format_ts, parse_ts
 from .db import Database
 from .timeref import Period
 
-__all__ = ["Lived", "SPANS_KEPT", "current", "drop_zones", "lived_periods", "read_spans", "record_change", "zone_key"]
+__all__ = ["Lived", "SPANS_KEPT", "current", "drop_zones", "lived_periods", "lived_wall", "read_spans", "record_change",
+           "zone_key"]
 
 SPANS_KEPT = 200  # zone changes kept per user (a traveller's years); the oldest go first
 _PREFIX = "zones:"
@@ -156,6 +157,18 @@ class Lived(tzinfo):
 def current(tz: tzinfo | None) -> tzinfo | None:
     """The zone a wall time is read on today (``tz`` itself unless a :class:`Lived`)."""
     return tz.now if isinstance(tz, Lived) else tz
+
+
+def lived_wall(day: date, at: time, tz: tzinfo) -> datetime:
+    """The instant ``at`` o'clock on ``day`` was where the user was that
+    day (a day log's noon, for a summary with no line time), on ``tz``'s
+    current zone when they were not elsewhere then."""
+    if not isinstance(tz, Lived):
+        return datetime.combine(day, at, tz)
+    here = datetime.combine(day, at, tz.now)
+    zone = tz.zone_at(here.astimezone(UTC))
+    there = datetime.combine(day, at, zone)
+    return there if tz.zone_at(there.astimezone(UTC)) is zone else here
 
 
 def lived_periods(when: Sequence[Period], tz: tzinfo | None) -> list[Period]:

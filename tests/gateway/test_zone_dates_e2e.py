@@ -78,6 +78,15 @@ async def test_what_she_said_in_tokyo_keeps_its_tokyo_day_after_she_moves_to_new
         assert "2026-05-04" in block and "2026-05-03" not in block, block  # cited on the day she lived it
         core = core_memory(fake.requests[-1])
         assert "· 2026-05-04] Alice prefers window seats" in core, core
+        # /memory and /export date it so too.
+        listed = await say(app, clock, "/memory", ALICE)
+        assert "2026-05-04" in listed and "2026-05-03" not in listed, listed
+        await say(app, clock, "/export", ALICE)
+        echo = app.channels["echo"]
+        exported = echo.sent[-1].attachment  # type: ignore[attr-defined]
+        assert exported is not None
+        text = exported.data.decode()
+        assert "Shinjuku hotel safe" in text and "2026-05-04" in text and "2026-05-03" not in text, text
 
         # The next morning in New York, "yesterday" is 4 May: the Tokyo morning is part of it.
         for ask in ("what did I tell you yesterday?", "我昨天跟你说了什么？"):

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 from memory import ManualClock, MemoryEngine
 from memory.clock import format_ts, local_day
-from memory.zonehistory import Lived, lived_periods, read_spans
+from memory.zonehistory import Lived, lived_periods, lived_wall, read_spans
 
 TOKYO, NY, BERLIN = ZoneInfo("Asia/Tokyo"), ZoneInfo("America/New_York"), ZoneInfo("Europe/Berlin")
 
@@ -74,3 +74,13 @@ async def test_forgetting_a_user_forgets_where_they_were(engine: MemoryEngine) -
     assert await read_spans(engine.db, "alice") == ()
     assert await engine.lived("alice", NY) is NY
     assert len(await read_spans(engine.db, "bob")) == 1
+
+
+async def test_a_days_noon_is_noon_where_she_was_that_day(engine: MemoryEngine) -> None:
+    """A day log with no line time is dated at its day's noon: New York's
+    noon on 4 May is 01:00 on 5 May in Tokyo, where she was."""
+    await engine.zone_changed("alice", TOKYO, since="", at=at("2026-05-05", "11:00", TOKYO))
+    lived = await engine.lived("alice", NY)
+    assert lived_wall(date(2026, 5, 4), time(12), lived) == at("2026-05-04", "12:00", TOKYO)
+    assert lived_wall(date(2026, 5, 6), time(12), lived) == at("2026-05-06", "12:00", NY)  # in New York by then
+    assert lived_wall(date(2026, 5, 4), time(12), NY) == at("2026-05-04", "12:00", NY)
