@@ -777,6 +777,7 @@ class MemoryEngine:
         self.db.bump(ALIASES)
         for owner in owners:
             self._projects.pop(owner, None)
+            self._zones.pop(owner)
 
     # -- Tier 1 / Tier 2 reads ------------------------------------------------
 

@@ -37,8 +37,8 @@ from .clock import format_ts, parse_ts
 from .db import Database
 from .timeref import Period
 
-__all__ = ["Lived", "SPANS_KEPT", "current", "drop_zones", "lived_periods", "lived_wall", "read_spans", "record_change",
-           "zone_key"]
+__all__ = ["Lived", "SPANS_KEPT", "current", "drop_zones", "lived_periods", "lived_wall", "move_zones", "read_spans",
+           "record_change", "zone_key"]
 
 SPANS_KEPT = 200  # zone changes kept per user (a traveller's years); the oldest go first
 _PREFIX = "zones:"
@@ -115,6 +115,12 @@ async def record_change(db: Database, owner: str, before: tzinfo, *, since: str,
 async def drop_zones(conn: aiosqlite.Connection, owner: str) -> None:
     """Forget ``owner``'s zones (erased whole)."""
     await conn.execute("DELETE FROM meta WHERE key = ?", (_key(owner),))
+
+
+async def move_zones(conn: aiosqlite.Connection, old: str, new: str) -> None:
+    """merge-identities: ``old``'s zones become ``new``'s unless ``new`` has its own."""
+    await conn.execute("UPDATE OR IGNORE meta SET key = ? WHERE key = ?", (_key(new), _key(old)))
+    await conn.execute("DELETE FROM meta WHERE key = ?", (_key(old),))
 
 
 class Lived(tzinfo):

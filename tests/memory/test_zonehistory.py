@@ -84,3 +84,22 @@ async def test_a_days_noon_is_noon_where_she_was_that_day(engine: MemoryEngine) 
     assert lived_wall(date(2026, 5, 4), time(12), lived) == at("2026-05-04", "12:00", TOKYO)
     assert lived_wall(date(2026, 5, 6), time(12), lived) == at("2026-05-06", "12:00", NY)  # in New York by then
     assert lived_wall(date(2026, 5, 4), time(12), NY) == at("2026-05-04", "12:00", NY)
+
+
+async def test_merged_identities_bring_the_handles_zones_unless_the_user_has_their_own(
+    engine: MemoryEngine,
+) -> None:
+    from memory.merge import move_owner
+    from memory.types import Category, NewMemory
+
+    for handle in ("tg:alice", "fs:alice"):
+        await engine.add(NewMemory(owner=handle, content=f"{handle} likes tea", category=Category.CONFIG))
+    await engine.zone_changed("tg:alice", TOKYO, since="", at=at("2026-05-05", "11:00", TOKYO))
+    await engine.zone_changed("fs:alice", BERLIN, since="", at=at("2026-05-05", "11:00", TOKYO))
+    await engine.zone_changed("alice", NY, since="", at=at("2026-06-01", "11:00", NY))
+    await move_owner(engine, "tg:alice", "ann", job="merge")
+    assert [str(z) for _, _, z in await read_spans(engine.db, "ann")] == ["Asia/Tokyo"]
+    assert await read_spans(engine.db, "tg:alice") == ()
+    await move_owner(engine, "fs:alice", "alice", job="merge")  # she has her own: hers stay
+    assert [str(z) for _, _, z in await read_spans(engine.db, "alice")] == ["America/New_York"]
+    assert await read_spans(engine.db, "fs:alice") == ()
