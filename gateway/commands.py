@@ -589,14 +589,15 @@ class UserCommands:
         return f"Your time zone is now {zone_name(tz)} (it is {now:%Y-%m-%d %H:%M} there). Dates and new schedules use it." + jobs
 
     async def _zone_left(self, user: str, old: tzinfo | None, new: tzinfo | None, since: str) -> None:
-        """Memory keeps the zone the user left (``old``, or the gateway's;
-        in force since ``since``, "" from the start), so what they said
-        there stays dated on the day they lived it (memory/zonehistory.py)."""
-        before, after = old or self.default_tz, new or self.default_tz
-        if self.projects is None or zone_name(before) == zone_name(after):
+        """Memory keeps the zone the user left (``old``, in force since
+        ``since``), so what they said there stays dated on the day they
+        lived it (memory/zonehistory.py). Not the gateway's, on their first
+        /timezone: that was a guess, not where they were; what they said
+        before is read in the zone they name, as it was before this."""
+        if self.projects is None or old is None or zone_name(old) == zone_name(new or self.default_tz):
             return
         try:
-            await self.projects.zone_changed(user, before, since=since, at=self.clock.now())
+            await self.projects.zone_changed(user, old, since=since, at=self.clock.now())
         except Exception as exc:  # memory.db trouble costs the old days' zone (today's dates them), not the change
             log.error("zone change not kept in memory", user=user, **error_fields(exc))
 

@@ -18,8 +18,9 @@ time built on it ("midnight today", the days "yesterday" names) is on
 the current zone. :func:`lived_periods` turns the days a query names
 into the instants that were those days where the user was.
 
-Moments before the first span recorded (said before this was kept) fall
-back to the current zone, as before.
+Moments before the first span recorded (said before this was kept, or
+before the user first set a zone: the gateway's was a guess, not where
+they were) fall back to the current zone, as before.
 """
 
 from __future__ import annotations

@@ -231,3 +231,28 @@ async def test_a_batch_across_her_midnight_writes_each_days_log_on_its_day(
         await say(app, clock, "what did we talk about yesterday?", ALICE)
         block = recalled(fake)
         assert "Kyoto" in block and "Tsukiji" not in block, block
+
+
+async def test_a_first_timezone_dates_what_was_said_before_in_it_as_before(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """Bob chatted on the gateway's UTC, not knowing /timezone, then set
+    Tokyo, where he had been all along: the gateway's zone was a guess,
+    not where he lived, so what he said before is read in the zone he
+    named (as before this was kept). Only a zone he had set, and left,
+    keeps its days."""
+    bob = "bob"
+    model = Model()
+    clock.set(local("2026-05-04", "08:00", TOKYO))  # 23:00 UTC on 3 May
+    async with running(tmp_path, model, clock) as (app, fake):
+        model.extractions.append(("umbrella", {"facts": [fact("Bob left his umbrella at the Ginza office",
+                                                              category="decision")], "summary": "errands"}))
+        await say(app, clock, "I left my umbrella at the Ginza office", bob)  # 08:00 in Tokyo, 4 May
+        clock.advance(200)
+        assert app.extraction is not None
+        await app.extraction.tick()  # type: ignore[attr-defined]
+        assert model.extractions == []
+        await say(app, clock, "/timezone Tokyo", bob)
+        await say(app, clock, "where is my umbrella?", bob)
+        block = recalled(fake)
+        assert "Ginza office" in block and "2026-05-04" in block and "2026-05-03" not in block, block
