@@ -321,7 +321,7 @@ class UserCommands:
             shown = sum(len(i.memory_ids) + len(i.event_ids) for i in every)
             zh = chinese_enough(sum(i.chinese for i in every), shown) if shown else app_zh
         if not (index.memory_ids or index.event_ids or index.waiting or index.set_aside or kept.earlier or kept.jobs
-                or kept.history or kept.timezone or kept.incognito_since or kept.files or kept.projects or kept.unanswered):
+                or kept.history or kept.timezone or kept.zones or kept.incognito_since or kept.files or kept.projects or kept.unanswered):
             return Answer("我没有保存任何关于你的内容，没有可导出的。" if zh
                           else "I keep nothing about you, so there is nothing to export.")
         # Dated in their own zone (/timezone), as the prompt's date is.

@@ -87,6 +87,9 @@ async def test_what_she_said_in_tokyo_keeps_its_tokyo_day_after_she_moves_to_new
         assert exported is not None
         text = exported.data.decode()
         assert "Shinjuku hotel safe" in text and "2026-05-04" in text and "2026-05-03" not in text, text
+        # What it keeps to date her days is hers to see: where she was, until when (her clock now).
+        assert "The zones you were in before, so what you said there keeps its day: Asia/Tokyo until 2026-05-04 20:00." \
+            in text, text
 
         # The next morning in New York, "yesterday" is 4 May: the Tokyo morning is part of it.
         for ask in ("what did I tell you yesterday?", "我昨天跟你说了什么？"):
