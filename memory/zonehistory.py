@@ -79,7 +79,9 @@ def _parse(value: str | None) -> list[tuple[str, str, str]]:
         raw = json.loads(value) if value else []
     except ValueError:
         return []
-    return [(str(s), str(u), str(z)) for s, u, z in raw if isinstance(raw, list)] if isinstance(raw, list) else []
+    if not isinstance(raw, list):
+        return []  # damaged (a hand edit): no spans, today's zone dates all, as before any was kept
+    return [(str(x[0]), str(x[1]), str(x[2])) for x in raw if isinstance(x, list) and len(x) == 3]
 
 
 async def read_spans(db: Database, owner: str) -> tuple[Span, ...]:
@@ -88,6 +90,11 @@ async def read_spans(db: Database, owner: str) -> tuple[Span, ...]:
     out: list[Span] = []
     for since, until, name in _parse(row[0] if row else None):
         tz = _zone(name)
+        try:
+            for stamp in (since, until) if since else (until,):
+                parse_ts(stamp)
+        except ValueError:
+            continue  # damaged: that span is dated on today's zone
         if tz is not None:
             out.append((since, until, tz))
     return tuple(out)

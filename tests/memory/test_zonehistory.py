@@ -103,3 +103,14 @@ async def test_merged_identities_bring_the_handles_zones_unless_the_user_has_the
     await move_owner(engine, "fs:alice", "alice", job="merge")  # she has her own: hers stay
     assert [str(z) for _, _, z in await read_spans(engine.db, "alice")] == ["America/New_York"]
     assert await read_spans(engine.db, "fs:alice") == ()
+
+
+async def test_a_damaged_record_is_read_as_none_and_the_next_change_starts_it_again(engine: MemoryEngine) -> None:
+    for bad in ("not json", '{"a": 1}', '[["x"], 3, ["", "2026-05-01T00:00:00Z", "Mars/Olympus"]]',
+                '[["", "garbage", "Asia/Tokyo"], ["soon", "2026-05-01T00:00:00Z", "Asia/Tokyo"]]'):
+        await engine.db.write("INSERT INTO meta(key, value) VALUES ('zones:alice', ?) "
+                              "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (bad,))
+        engine._zones.pop("alice")
+        assert await engine.lived("alice", NY) is NY  # today's zone: as before any was kept
+    await engine.zone_changed("alice", TOKYO, since="", at=at("2026-05-05", "11:00", TOKYO))
+    assert [str(z) for _, _, z in await read_spans(engine.db, "alice")] == ["Asia/Tokyo"]
