@@ -616,6 +616,7 @@ class App:
 
         async with _storage(self.paths.cron_db()):
             self._cron_store = await CronStore.open(self.paths.cron_db(), self.clock, self.cfg.gateway.timezone)
+            await self._cron_store.follow_gateway_zone()  # gateway.timezone changed since the last run
         self._user_data.cron = self._cron_store
         loop, store_ = self.loop, self._cron_store
         assert loop is not None and self.agent is not None

@@ -43,6 +43,9 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
+from typing import TYPE_CHECKING
+
+import structlog
 
 from memory.backend import MemoryBackend
 from memory.clock import Clock, SystemClock, parse_ts
@@ -58,11 +61,17 @@ from .datalock import ChatRunning
 from .export import MIME, Spool, chinese_enough, export_filename, mostly_chinese, write_user_export
 from .inbox import MessageKey
 from .incognito import Incognito
+from .logging import error_fields
 from .projectnames import ZH_REMOVE, project_command
 from .timezones import Choice, TimezoneError, UserTimezones, parse_timezone, zone_name
 from .userdata import Census, UserData
 
+if TYPE_CHECKING:  # the scheduler is imported where it is used
+    from .cron import CronJob
+
 __all__ = ["BARE", "COMMANDS", "IN_GROUPS", "MENU", "MENU_ZH", "Answer", "UserCommands", "is_own_command", "runs_itself"]
+
+log = structlog.get_logger(component="gateway")
 
 COMMANDS = ("memory", "forget", "export", "导出", "timezone", "tz", "incognito", "无痕", "project", "share",
             "unshare", "jobs")
@@ -264,7 +273,7 @@ class UserCommands:
     async def _jobs(self, user: str, args: str, *, zh: bool) -> str:
         """``/jobs``: the sender's scheduled messages, where they could only
         ask the model; ``/jobs remove <id>`` cancels one of theirs."""
-        from .cron import CronError, once_local  # here: the scheduler is not needed for the other commands
+        from .cron import CronError  # here: the scheduler is not needed for the other commands
 
         cron = self.everything.cron
         word, _, rest = args.partition(" ")
@@ -289,9 +298,10 @@ class UserCommands:
                 "Usage: /jobs lists your scheduled messages, /jobs remove <id> cancels one."
             return usage if args else none
         lines = []
+        tz = await self._zone(user)
         for j in jobs:
             if j.once:
-                when = f"一次，{once_local(j)}" if zh else f"once, {once_local(j)}"
+                when = f"一次，{_once_shown(j, tz, zh=zh)}" if zh else f"once, {_once_shown(j, tz, zh=zh)}"
             else:
                 when = f"{j.schedule} ({j.timezone or zone_name(self.default_tz)})"
             lines.append(f"- [{j.id}] {when}: {truncate(j.message, _SHOWN_CHARS)}")
@@ -316,7 +326,7 @@ class UserCommands:
             shown = sum(len(i.memory_ids) + len(i.event_ids) for i in every)
             zh = chinese_enough(sum(i.chinese for i in every), shown) if shown else app_zh
         if not (index.memory_ids or index.event_ids or index.waiting or index.set_aside or kept.earlier or kept.jobs
-                or kept.history or kept.timezone or kept.incognito_since or kept.files or kept.projects or kept.unanswered):
+                or kept.history or kept.timezone or kept.zones or kept.incognito_since or kept.files or kept.projects or kept.unanswered):
             return Answer("我没有保存任何关于你的内容，没有可导出的。" if zh
                           else "I keep nothing about you, so there is nothing to export.")
         # Dated in their own zone (/timezone), as the prompt's date is.
@@ -330,8 +340,10 @@ class UserCommands:
             rows = backend.owner_rows(user, index)
             # What their handles stored before they were mapped: theirs too, each under its heading.
             earlier = [backend.owner_rows(handle, i) for handle, i in kept.earlier]
+            # A memory's day where it was said (memory/zonehistory.py), as the prompt dates it.
+            said_tz = await self.projects.lived(user, tz) if self.projects is not None else tz
             await write_user_export(spool.write, kept, index, rows, at=f"{local:%Y-%m-%d %H:%M} {zone_name(tz)}",
-                                    zh=zh, tz=tz, earlier=earlier)
+                                    zh=zh, tz=tz, earlier=earlier, said_tz=said_tz)
             file = spool.attachment(export_filename(local), MIME)
         finally:
             spool.close()
@@ -561,7 +573,9 @@ class UserCommands:
                     f"/timezone <zone> changes it; /timezone reset goes back to the gateway's ({gateway}).")
         old = await self.timezones.get(user)
         if args.lower() in _RESET:
+            since = await self.timezones.since(user)
             had = await self.timezones.clear(user)
+            await self._zone_left(user, old, None, since)
             jobs = await self._jobs_follow(user, old, None, zh=zh)
             if zh:
                 return (f"已恢复为网关的时区 {gateway}。" if had else f"你本来就在使用网关的时区 {gateway}。") + jobs
@@ -571,12 +585,27 @@ class UserCommands:
             tz = parse_timezone(args)
         except TimezoneError as exc:
             return _unknown_zone(args, exc.nearest, zh=zh, choices=exc.choices)
+        since = await self.timezones.since(user)
         await self.timezones.set(user, tz, at=self.clock.now())
+        await self._zone_left(user, old, tz, since)
         now = self.clock.now().astimezone(tz)
         jobs = await self._jobs_follow(user, old, tz, zh=zh)
         if zh:
             return f"好的，你的时区是 {zone_name(tz)}（现在是 {now:%Y-%m-%d %H:%M}）。日期和新建的定时任务都按这个时区。" + jobs
         return f"Your time zone is now {zone_name(tz)} (it is {now:%Y-%m-%d %H:%M} there). Dates and new schedules use it." + jobs
+
+    async def _zone_left(self, user: str, old: tzinfo | None, new: tzinfo | None, since: str) -> None:
+        """Memory keeps the zone the user left (``old``, in force since
+        ``since``), so what they said there stays dated on the day they
+        lived it (memory/zonehistory.py). Not the gateway's, on their first
+        /timezone: that was a guess, not where they were; what they said
+        before is read in the zone they name, as it was before this."""
+        if self.projects is None or old is None or zone_name(old) == zone_name(new or self.default_tz):
+            return
+        try:
+            await self.projects.zone_changed(user, old, since=since, at=self.clock.now())
+        except Exception as exc:  # memory.db trouble costs the old days' zone (today's dates them), not the change
+            log.error("zone change not kept in memory", user=user, **error_fields(exc))
 
     async def _jobs_follow(self, user: str, old: tzinfo | None, new: tzinfo | None, *, zh: bool) -> str:
         """Moves the user's own schedules to their new zone (CronStore.follow_user_zone)
@@ -768,3 +797,18 @@ def _counts(c: Census, zh: bool) -> str:
 
 def _n(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
+
+
+def _once_shown(job: CronJob, tz: tzinfo, *, zh: bool) -> str:
+    """A one-time job's moment on the user's clock now (``tz``), with the
+    time it was asked in when that was another zone (they moved since, or
+    named one): "2026-11-12 23:00 (Asia/Shanghai), set as 2026-11-12 10:00
+    (America/New_York)"."""
+    from .cron import once_local
+
+    assert job.at is not None
+    shown = f"{parse_ts(job.at).astimezone(tz):%Y-%m-%d %H:%M} ({zone_name(tz)})"
+    asked = once_local(job)
+    if asked == shown:
+        return shown
+    return f"{shown}，设定时为 {asked}" if zh else f"{shown}, set as {asked}"

@@ -610,6 +610,39 @@ class CronStore:
             log.info("cron jobs follow their user's time zone", user=user, jobs=len(moved), timezone=name or "gateway")
         return moved
 
+    async def follow_gateway_zone(self) -> builtins.list[CronJob]:
+        """At start: the recurring jobs read in the gateway's zone (theirs
+        who set none, the internal ones) whose pending run is no firing of
+        their schedule on it were timed on another: ``gateway.timezone``
+        changed since. Each follows the new zone as a traveller's follow
+        :meth:`follow_user_zone`: a run due or being retried keeps its time
+        (the catch-up runs it once), as does one whose time on the new clock
+        passed since its last run (that day's run comes, later), else the
+        next is computed anew, never twice on one local day
+        (:func:`_moved_run`). Returns the jobs moved."""
+        now = self.clock.now()
+        moved: builtins.list[str] = []
+        async with self.db.transaction() as conn:
+            async with conn.execute(
+                "SELECT id, schedule, next_run_at, due_at, last_run_at, created_at FROM cron_jobs "
+                "WHERE at IS NULL AND schedule != '' AND timezone = '' ORDER BY created_at, id"
+            ) as cur:
+                rows = list(await cur.fetchall())
+            for r in rows:
+                pending = parse_ts(r["next_run_at"])
+                if r["due_at"] is not None or pending <= now:
+                    continue
+                if next_run(r["schedule"], pending - timedelta(seconds=1), self.tz) == pending:
+                    continue  # a firing on this clock: timed on it (or a zone it agrees with)
+                if next_run(r["schedule"], parse_ts(r["last_run_at"] or r["created_at"]), self.tz) <= now:
+                    continue  # owed on the new clock: the pending run brings that day's
+                nxt = format_ts(_moved_run(r["schedule"], r["last_run_at"], now, self.tz))
+                await conn.execute("UPDATE cron_jobs SET next_run_at = ? WHERE id = ?", (nxt, r["id"]))
+                moved.append(r["id"])
+        if moved:
+            log.info("cron jobs follow the gateway's new time zone", jobs=len(moved), timezone=zone_name(self.tz))
+        return [j for j in [await self.get(i) for i in moved] if j is not None]
+
     async def move_chat(self, channel: str, old_chat: str, new_chat: str) -> int:
         """Jobs aimed at ``old_chat`` go to ``new_chat`` (a Telegram group
         upgraded to a supergroup), so each run's reply and history are the

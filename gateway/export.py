@@ -82,6 +82,9 @@ class UserExport:
     jobs: Sequence[CronJob] = ()
     history: int = 0  # messages of their conversations kept as recent history (counted, not included)
     timezone: str = ""  # the zone they set with /timezone ("" when they set none)
+    # The zones they set and left, each (zone, since, until: stamps, since "" unknown), oldest
+    # first: what they said there keeps its day (memory/zonehistory.py).
+    zones: Sequence[tuple[str, str, str]] = ()
     incognito_since: datetime | None = None  # when they turned /incognito on; None: off
     files: Sequence[tuple[str, datetime]] = ()  # files they sent lately (name, when), kept a day for file_read
     projects: Sequence[tuple[str, str]] = ()  # their renamed projects (old name, new name), /project
@@ -365,6 +368,9 @@ def _settings(export: UserExport) -> list[str]:
     out: list[str] = []
     if export.timezone:
         out.append(f"- time zone: {export.timezone} (/timezone)")
+    if export.zones:
+        out.append("- zones they left (memory.db): " + "; ".join(
+            f"{z} until {parse_ts(u):%Y-%m-%d %H:%M} UTC" for z, _, u in export.zones))
     if export.incognito_since is not None:
         out.append(f"- incognito: on since {export.incognito_since.astimezone(UTC):%Y-%m-%d %H:%M} UTC")
     if export.history:
@@ -421,6 +427,7 @@ async def write_user_export(
     zh: bool,
     tz: tzinfo = UTC,
     earlier: Sequence[AsyncIterable[Memory | Event]] = (),
+    said_tz: tzinfo | None = None,
 ) -> None:
     """:func:`render_user_export`'s text, handed to ``write`` a line at a
     time, from ``index`` (what must be known first: the ids the file shows,
@@ -428,7 +435,9 @@ async def write_user_export(
     :meth:`~memory.backend.MemoryBackend.owner_rows` reads them), so only a
     page of rows is in memory at once. ``export.data``'s rows are not read.
     ``earlier``: the rows of each of ``export.earlier``'s handles, in its
-    order, written after theirs under a heading naming the handle."""
+    order, written after theirs under a heading naming the handle.
+    ``said_tz``: the calendar a memory's days are read on (``tz`` with the
+    zones they were in before, memory/zonehistory.py; ``tz`` when None)."""
     lab = _ZH if zh else _EN
     first = True
 
@@ -454,7 +463,7 @@ async def write_user_export(
                 if (row.tier, row.project) != group:
                     group = (row.tier, row.project)
                     line(_group_title(row.tier, row.project, lab, level))
-                for text in _memory(row, lab, True, shown, secret_words, tz, export.groups):
+                for text in _memory(row, lab, True, shown, secret_words, said_tz or tz, export.groups):
                     line(text)
             else:
                 if not dated:
@@ -502,6 +511,9 @@ def _user_head(export: UserExport, memories: int, events: int, *, at: str, zh: b
             out.append(f"你最近发来的文件（保存一天，供我再次阅读；此处只列文件名）：{_files(export.files, tz)}。")
         if export.timezone:
             out.append(f"你设置的时区：{export.timezone}（/timezone）。")
+        if export.zones:
+            out.append("你之前所在的时区（那时说的话按那里的日期记）：" + "、".join(
+                f"{z}（至 {parse_ts(u).astimezone(tz):%Y-%m-%d %H:%M}）" for z, _, u in export.zones) + "。")
         if export.projects:
             out.append(f"改过名的项目：{_renamed(export.projects)}（/project）。")
         out.append(f"无痕模式：自 {when} 起开启（/incognito off 关闭）。" if since is not None
@@ -521,6 +533,9 @@ def _user_head(export: UserExport, memories: int, events: int, *, at: str, zh: b
                        f"{_files(export.files, tz)}.")
         if export.timezone:
             out.append(f"Your time zone: {export.timezone} (/timezone).")
+        if export.zones:
+            out.append("The zones you were in before, so what you said there keeps its day: " + "; ".join(
+                f"{z} until {parse_ts(u).astimezone(tz):%Y-%m-%d %H:%M}" for z, _, u in export.zones) + ".")
         if export.projects:
             out.append(f"Your renamed projects: {_renamed(export.projects)} (/project).")
         out.append(f"Incognito: on since {when} (/incognito off ends it)." if since is not None

@@ -207,6 +207,11 @@ class UserTimezones:
         )
         self._cache[owner] = tz
 
+    async def since(self, owner: str) -> str:
+        """When ``owner`` set their zone ("" when they set none)."""
+        row = await self.db.fetchone("SELECT updated_at FROM user_timezones WHERE owner = ?", (owner,))
+        return str(row[0]) if row is not None else ""
+
     async def clear(self, owner: str) -> bool:
         """Back to the gateway's zone; True when one was set."""
         _, n = await self.db.write("DELETE FROM user_timezones WHERE owner = ?", (owner,))

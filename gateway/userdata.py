@@ -36,6 +36,7 @@ from memory.backend import MemoryBackend
 from memory.identity import IdentityMap
 from memory.sharing import shared_places
 from memory.types import OwnerData, OwnerIndex
+from memory.zonehistory import read_spans, zone_key
 
 from .chattitles import ChatTitles
 from .erasures import Erasures
@@ -181,8 +182,9 @@ class UserData:
                   if engine is not None and self.titles is not None else {})
         waiting = await self.inbox.owned(user, self.owner_of, besides=asking) if self.inbox is not None else 0
         edits = await self.inbox.edits_owned(user, self.owner_of) if self.inbox is not None else 0
+        zones = [(zone_key(z), s, u) for s, u, z in await read_spans(engine.db, user)] if engine is not None else []
         return UserExport(data=data, jobs=jobs, history=history, timezone=zone_name(tz) if tz is not None else "",
-                          incognito_since=since, files=files, projects=projects, groups=groups,
+                          zones=zones, incognito_since=since, files=files, projects=projects, groups=groups,
                           unanswered=waiting, edits=edits, earlier=earlier), index
 
     async def kept(self, user: str) -> UserExport:

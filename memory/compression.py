@@ -49,6 +49,7 @@ from .scope import in_group
 from .llm import Candidate, MemoryLLM, MemoryLLMError, ProfileEntry
 from .tokens import estimate_tokens
 from .types import Category, Memory, NewMemory, Provenance, Source
+from .zonehistory import lived_wall
 
 __all__ = ["COMPRESS_LEASE", "Compressor", "DailyReport", "WeeklyReport"]
 
@@ -281,8 +282,8 @@ class Compressor:
             # line, else the day's noon on its owner's calendar.
             async with conn.execute(f"SELECT id, provenance FROM daily_events WHERE id IN ({marks})", ids) as cur:
                 said = {r["id"]: _provenance(r["provenance"], "", "").date_to for r in await cur.fetchall()}
-            zone = await owner_zone(self.zone_of, owner, self.tz)
-            noon = datetime.combine(date.fromisoformat(day), time(12), zone)
+            zone = await self.engine.lived(owner, await owner_zone(self.zone_of, owner, self.tz)) or self.tz
+            noon = lived_wall(date.fromisoformat(day), time(12), zone)  # where they were that day
             applied = await self.consolidator.apply(
                 conn, owner, ext.facts, cands, provenance=prov, source=Source.COMPRESSION, job="daily_compress",
                 said=summaries, line_refs=line_refs, revive=False,
@@ -427,8 +428,8 @@ class Compressor:
                 )
             return
         project, topic = rows[0].project, rows[0].topic
-        # The span is dated on the owner's calendar, as their events are.
-        zone = await owner_zone(self.zone_of, owner, self.tz)
+        # The span is dated on the owner's calendar, as their events are (each day where they were).
+        zone = await self.engine.lived(owner, await owner_zone(self.zone_of, owner, self.tz)) or self.tz
         # A fact is written as one chat's only when the whole call read that
         # chat's facts alone: the model may put any fact's words it was
         # shown into any fact it writes, whatever it says it merged.
@@ -516,7 +517,7 @@ class Compressor:
         current = await self.engine.profile(owner, limit=1000, include_global=False)
         if not high:
             return  # nothing to promote; the profile stays as it is
-        zone = await owner_zone(self.zone_of, owner, self.tz)
+        zone = await self.engine.lived(owner, await owner_zone(self.zone_of, owner, self.tz)) or self.tz
         cands = [Candidate(i, m.content, m.category.value, m.importance, _said(m, zone))
                  for i, m in enumerate(high, start=1)]
         # Its prompt holds no date: a profile and facts the last refresh

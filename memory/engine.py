@@ -22,7 +22,7 @@ import time
 from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import date, tzinfo
+from datetime import UTC, date, datetime, tzinfo
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -52,6 +52,7 @@ from .types import (
     Source,
     Status,
 )
+from .zonehistory import Lived, Span, drop_zones, read_spans, record_change
 
 __all__ = [
     "Backlog",
@@ -123,6 +124,8 @@ def _said_on(m: Memory, tz: tzinfo | None = None) -> str:
 
 def _zone_key(tz: tzinfo | None) -> str:
     """A profile cache key's zone: its name, or its offset now (a fixed one)."""
+    if isinstance(tz, Lived):
+        return tz.cache_key
     if tz is None:
         return ""
     return str(getattr(tz, "key", None) or tz.utcoffset(None) or tz.tzname(None))
@@ -337,6 +340,8 @@ class MemoryEngine:
         self._projects: LRU[str, frozenset[str]] = LRU(owners_kept)
         # owner -> (stamp, alias -> current project name)
         self._aliases: LRU[str, tuple[tuple[int, int], dict[str, str]]] = LRU(owners_kept)
+        # owner -> the zones they were in before their current one (memory/zonehistory.py)
+        self._zones: LRU[str, tuple[Span, ...]] = LRU(owners_kept)
         # (owner, include_global, ids, zone) -> ((stamp, day), Tier 1 markdown,
         # the ids it shows): the system prompt reads it for every message,
         # recall leaves out what it shows, and it changes rarely (a tier-1
@@ -737,6 +742,8 @@ class MemoryEngine:
             from .migrate import drop_ledger
 
             await drop_ledger(conn, owner)  # their files' import record (the caller erases the files)
+            await drop_zones(conn, owner)  # where they were (memory/zonehistory.py)
+        self._zones.pop(owner)
         self._projects.pop(owner, None)
         await self.purge_erased()
         if said["notes"] or said["events"]:
@@ -745,6 +752,23 @@ class MemoryEngine:
             counts["group lines"] = said["buffered"]  # their lines (and the replies to them) waiting under a group
         log.info("owner forgotten", owner=owner, **counts)
         return counts
+
+    async def lived(self, owner: str, tz: tzinfo | None) -> tzinfo | None:
+        """``owner``'s calendar: ``tz`` (their zone now; UTC when None) and the
+        zones they were in before, each for the moments said there
+        (memory/zonehistory.py); ``tz`` itself when they never moved."""
+        if isinstance(tz, Lived):
+            return tz
+        spans = self._zones.get(owner)
+        if spans is None:
+            spans = await read_spans(self.db, owner)
+            self._zones[owner] = spans
+        return Lived(tz or UTC, spans) if spans else tz
+
+    async def zone_changed(self, owner: str, before: tzinfo, *, since: str, at: datetime) -> None:
+        """``owner`` left ``before`` (in force since ``since``; "" unknown) at ``at``."""
+        await record_change(self.db, owner, before, since=since, at=at)
+        self._zones.pop(owner)
 
     def owners_changed(self, *owners: str) -> None:
         """Rows of ``owners`` changed hands outside this engine's own write
@@ -755,6 +779,7 @@ class MemoryEngine:
         self.db.bump(ALIASES)
         for owner in owners:
             self._projects.pop(owner, None)
+            self._zones.pop(owner)
 
     # -- Tier 1 / Tier 2 reads ------------------------------------------------
 
@@ -873,6 +898,7 @@ class MemoryEngine:
     async def _profile_shown(
         self, owner: str, limit: int, include_global: bool, ids: bool, tz: tzinfo | None = None
     ) -> tuple[str, frozenset[int]]:
+        tz = await self.lived(owner, tz)  # each entry's day where it was said
         key = (owner, include_global, ids, _zone_key(tz))
         now = self.clock.now()
         today = (now.astimezone(tz) if tz is not None else now).date()

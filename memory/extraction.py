@@ -467,6 +467,8 @@ class ExtractionService:
             return []
         batch: list[_Row] = []
         tokens = 0
+        tz = await self._zone(owner)
+        first_day = parse_ts(head.created_at).astimezone(tz).date()
         for r in rows:
             if (r.channel, r.chat_id) != (head.channel, head.chat_id):
                 # Another chat's turns (the same person in a group and in
@@ -475,6 +477,8 @@ class ExtractionService:
                 continue
             if batch and tokens + r.token_count > self.token_budget:
                 break
+            if batch and r.role == "user" and parse_ts(r.created_at).astimezone(tz).date() != first_day:
+                break  # the user's next day is its own batch: each day log on its day (a reply stays with its line)
             batch.append(r)
             tokens += r.token_count
         return batch
@@ -484,7 +488,8 @@ class ExtractionService:
             await self.on_step(name, owner)
 
     async def _zone(self, owner: str) -> tzinfo:
-        return await owner_zone(self.zone_of, owner, self.tz)
+        # Each line dated where the user was when they said it (memory/zonehistory.py).
+        return await self.engine.lived(owner, await owner_zone(self.zone_of, owner, self.tz)) or self.tz
 
     def _conversation(self, rows: Sequence[_Row], tz: tzinfo, *, group: bool = False, notes: bool = False) -> list[str]:
         """One line per message (the model sees them numbered L1..LN). In a

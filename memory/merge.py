@@ -47,6 +47,7 @@ from .buffer import drop_lines
 from .changelog import write_log
 from .cues import clean_terms, join_terms, split_terms
 from .engine import MemoryEngine, memory_index_text, owner_key, replaced_words, row_cues
+from .zonehistory import move_zones
 
 __all__ = ["OWNED_TABLES", "move_owner", "survey"]
 
@@ -149,6 +150,7 @@ async def move_owner(engine: MemoryEngine, old: str, new: str, *, job: str) -> d
         await conn.execute("UPDATE extraction_buffer SET speaker = ? WHERE speaker = ?", (new, old))
         for table in ("memories", "daily_events"):
             await conn.execute(_RENAME_SPEAKER.format(table=table), (new, old, old))
+        await move_zones(conn, old, new)  # where the handle's words were said (memory/zonehistory.py)
         moved = {k: v for k, v in counts.items() if v}
         await write_log(conn, at=at, job=job, owner=new, action="merge_identity", detail={"from": old, **moved})
     return counts

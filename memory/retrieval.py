@@ -73,6 +73,7 @@ from .timeref import Period, periods
 from .tokenize import normalize, query_terms, quote
 from .scope import Chat, shown_in
 from .types import GLOBAL_OWNER, Hit, Provenance
+from .zonehistory import current, lived_periods
 
 __all__ = ["CONTEXT_WEIGHT", "QueryTerm", "Retriever", "build_match", "build_query"]
 
@@ -681,7 +682,10 @@ class Retriever:
             feel = moods(query[:MAX_QUERY_CHARS]) & NEGATIVE  # the message only: an old turn's mood is an old topic's
             q += [QueryTerm(mood_term(c), MOOD_WEIGHT, False) for c in sorted(feel)]
         now = now or self.engine.clock.now()
-        when = periods(normalize(query[:MAX_QUERY_CHARS]), now, tz) if WHEN_WEIGHT > 0 else []
+        # A fact is dated, and "yesterday" finds it, on the day it was where it was said (memory/zonehistory.py).
+        tz = await self.engine.lived(user, tz)
+        when = periods(normalize(query[:MAX_QUERY_CHARS]), now, current(tz)) if WHEN_WEIGHT > 0 else []
+        when = lived_periods(when, tz)
         if when:
             q.append(QueryTerm(WHEN_TERM, WHEN_WEIGHT, True))
         named = await named_projects(self.engine, user, query, projects)
@@ -827,6 +831,7 @@ class Retriever:
         summaries even when they share no word with it. ``period_only``:
         only the events of the query's periods (none without one)."""
         now = now or self.engine.clock.now()
+        tz = current(tz)  # an event keeps the day it was said on: the query's days are today's calendar's
         text = normalize(query[:MAX_QUERY_CHARS])
         when = periods(text, now, tz, loose=True) if WHEN_WEIGHT > 0 else []
         if period_only and not when:

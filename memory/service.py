@@ -157,6 +157,7 @@ class SqliteMemory(MemoryBackend):
         in the same prompt are left out, so they do not take the block's few
         places twice (an entry its token budget left out can be recalled).
         ``search`` (the memory_search tool, ``/memory <words>``) still finds them."""
+        tz = await self.engine.lived(user, tz)  # each fact dated where it was said (memory/zonehistory.py)
         if private:
             shown = await self.engine.profile_ids(user, ids=True, tz=tz)
         else:
@@ -224,6 +225,7 @@ class SqliteMemory(MemoryBackend):
         self, user: str, query: str, *, limit: int = 8, private: bool = True, tz: tzinfo | None = None,
         chat: Chat | None = None,
     ) -> list[Hit]:
+        tz = await self.engine.lived(user, tz)
         facts = await self.retriever.retrieve(user, query, private=private, limit=limit, tz=tz, chat=chat,
                                               notes=not private)
         # In a group, the group's own days (memory/groupnotes.py), never the member's.
@@ -282,6 +284,7 @@ class SqliteMemory(MemoryBackend):
 
     async def overview(self, user: str, *, limit: int = 10, tz: tzinfo | None = None) -> MemoryOverview:
         engine = self.engine
+        tz = await engine.lived(user, tz)
         entries = await engine.profile(user, include_global=False)
         # As their prompt's Core Memory: the entries and what they said of
         # themselves since the weekly refresh (engine.newer_facts), that

@@ -92,11 +92,12 @@ async def _buffered(engine: MemoryEngine, owners: Sequence[str]) -> dict[str, di
 def _user(owner: str, k: UserExport) -> dict[str, Any] | None:
     """An owner's settings and what the gateway keeps of theirs beside
     memory; None when nothing is (their export has no entry)."""
-    if not (k.timezone or k.incognito_since or k.history or k.files or k.jobs or k.edits):
+    if not (k.timezone or k.zones or k.incognito_since or k.history or k.files or k.jobs or k.edits):
         return None
     return {
         "user": owner,
         "timezone": k.timezone or None,
+        "zones_left": [{"zone": z, "since": s or None, "until": u} for z, s, u in k.zones],
         "incognito_since": k.incognito_since.isoformat() if k.incognito_since is not None else None,
         "history_messages": k.history,
         "recent_files": [{"name": name, "received": at.isoformat()} for name, at in k.files],

@@ -101,7 +101,8 @@ async def test_jobs_lists_the_senders_scheduled_messages_and_cancels_one(
             text = (await rig.ask("/jobs", chat="100")).text
             assert text.startswith("Your scheduled messages:\n")
             assert f"[{daily.id}] 0 9 * * 1-5 (Asia/Shanghai): summarise my plans" in text
-            assert f"[{once.id}] once, 2026-03-02 09:00 (Asia/Shanghai): call mom" in text
+            # On her clock (the gateway's UTC: she set none), with the zone it was asked in.
+            assert f"[{once.id}] once, 2026-03-02 01:00 (UTC), set as 2026-03-02 09:00 (Asia/Shanghai): call mom" in text
             assert "bees" not in text and bees.id not in text  # Bob's own
             assert text.endswith("/jobs remove <id> cancels one.")
             assert "only in a private chat" in (await rig.ask("/jobs", chat="-5", group=True, mentioned=True)).text

@@ -476,7 +476,8 @@ async def test_core_memory_dates_an_entry_on_the_users_calendar(tmp_path: Path, 
     UTC's. Said at 21:00 in New York on 10 November is 02:00 UTC on the
     11th; an entry whose provenance keeps the moment (the weekly refresh's)
     and one dated by its own row alike. With no /timezone, the gateway's
-    zone is her calendar (gateway.timezone set), as the prompt's date is."""
+    zone is her calendar (gateway.timezone set), as the prompt's date is,
+    for what she says from then on."""
     clock.set(local("2026-11-10", "21:00", NY))
     async with gateway(tmp_path, clock, gateway={"timezone": "Asia/Shanghai"}) as (app, fake):
         await say(app, clock, "/timezone New York", ALICE)
@@ -492,11 +493,15 @@ async def test_core_memory_dates_an_entry_on_the_users_calendar(tmp_path: Path, 
         core = core_memory(fake.requests[-1])
         assert "· 2026-11-10] Alice is allergic to peanuts" in core, core
         assert "· 2026-11-10] Alice prefers aisle seats" in core, core
-        # Back on the gateway's zone (Shanghai, 10:10 on the 11th there): its calendar.
+        # Back on the gateway's zone (Shanghai, 10:10 on the 11th there): its calendar for what she
+        # says now; what she said in New York keeps the day she lived it (memory/zonehistory.py).
         await say(app, clock, "/timezone reset", ALICE)
+        await engine.add(NewMemory(owner=OWNER, tier=1, content="Alice takes green tea, no sugar",
+                                   category=Category.CONFIG, importance=0.9))
         await say(app, clock, "and now?", ALICE)
         core = core_memory(fake.requests[-1])
-        assert "· 2026-11-11] Alice is allergic to peanuts" in core, core
+        assert "· 2026-11-10] Alice is allergic to peanuts" in core, core
+        assert "· 2026-11-11] Alice takes green tea" in core, core
 
 
 # -- a user with no /timezone on a gateway with one ------------------------------------

@@ -692,15 +692,18 @@ async def test_a_lines_day_is_written_once_where_the_day_changes_not_on_every_li
     await mem.buffer([replace(t, at=clock.now()) for t in turns("alice", ("明天开评审会", "好"), start=3)])
     fake.responder = lambda body: Reply(reply([], "交付日期"))
     await svc.flush_now("alice")
-    [body] = fake.requests
+    # Each of her days is a batch of its own (its day log on that day), headed by its day.
+    body, after = fake.requests
     lines = [ln for ln in user_prompt(body).splitlines() if ln.startswith("L")]
     assert lines == [
         "L1 [2026-03-11 Wed 23:50] user: 星河下周三交付第一个版本",
         "L2 [23:51] assistant: 好的",
         "L3 [23:52] user: 测试环境用 k3s",
         "L4 [23:53] assistant: 记下了",
-        "L5 [2026-03-12 Thu 00:05] user: 明天开评审会",
-        "L6 [00:05] assistant: 好",
+    ]
+    assert [ln for ln in user_prompt(after).splitlines() if ln.startswith("L")] == [
+        "L1 [2026-03-12 Thu 00:05] user: 明天开评审会",
+        "L2 [00:05] assistant: 好",
     ]
     system = body["messages"][0]["content"]
     assert "a line with the time only: the day of the line above" in system

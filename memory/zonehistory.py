@@ -1,0 +1,211 @@
+"""The zones a user lived in, so a day stays the day they lived it.
+
+Memories are stored in UTC and read on the user's calendar. Read on the
+zone they are in *now*, a fact said at 08:30 on 4 May in Tokyo became
+"said on 3 May" once they moved to New York (19:30 on 3 May there), and
+their "yesterday" (4 May in New York) missed it. The rule: a moment is
+dated in the zone in force when it was said.
+
+No column a row: the gateway tells memory each time a user's zone
+changes (``/timezone``), and memory keeps, per user, the zone that was in
+force and the span it was in force (``meta`` key ``zones:<owner>``,
+:func:`record_change`). :class:`Lived` is that history as a ``tzinfo``:
+``stamp.astimezone(lived)`` is the wall time in the zone of that moment
+(its ``fromutc``), so every place that dates a stored moment
+(:func:`memory.clock.local_day`, the extraction's line times and day log,
+Core Memory's and compression's days) follows the rule unchanged; a wall
+time built on it ("midnight today", the days "yesterday" names) is on
+the current zone. :func:`lived_periods` turns the days a query names
+into the instants that were those days where the user was.
+
+Moments before the first span recorded (said before this was kept, or
+before the user first set a zone: the gateway's was a guess, not where
+they were) fall back to the current zone, as before.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from bisect import bisect_right
+from collections.abc import Sequence
+from datetime import UTC, date, datetime, time, timedelta, timezone, tzinfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import aiosqlite
+
+from .clock import format_ts, parse_ts
+from .db import Database
+from .timeref import Period
+
+__all__ = ["Lived", "SPANS_KEPT", "current", "drop_zones", "lived_periods", "lived_wall", "move_zones", "read_spans",
+           "record_change", "zone_key"]
+
+SPANS_KEPT = 200  # zone changes kept per user (a traveller's years); the oldest go first
+_PREFIX = "zones:"
+_OFFSET = re.compile(r"^UTC([+-])(\d{2}):(\d{2})$")
+
+Span = tuple[str, str, tzinfo]  # since ("" : from the start), until (stamps), the zone in force
+
+
+def _key(owner: str) -> str:
+    return _PREFIX + owner
+
+
+def zone_key(tz: tzinfo) -> str:
+    """How a zone is kept: its IANA key or "UTC+05:30" (gateway/timezones.py's ``zone_name``)."""
+    key = getattr(tz, "key", None)
+    if isinstance(key, str):
+        return key
+    off = tz.utcoffset(None) or timedelta(0)
+    sign = "-" if off < timedelta(0) else "+"
+    minutes = abs(int(off.total_seconds())) // 60
+    return f"UTC{sign}{minutes // 60:02d}:{minutes % 60:02d}" if off else "UTC"
+
+
+def _zone(name: str) -> tzinfo | None:
+    m = _OFFSET.match(name)
+    if m:
+        delta = timedelta(hours=int(m.group(2)), minutes=int(m.group(3)))
+        return timezone(delta if m.group(1) == "+" else -delta)
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        return None  # gone from this system's tzdata: the current zone dates that span
+
+
+def _parse(value: str | None) -> list[tuple[str, str, str]]:
+    try:
+        raw = json.loads(value) if value else []
+    except ValueError:
+        return []
+    if not isinstance(raw, list):
+        return []  # damaged (a hand edit): no spans, today's zone dates all, as before any was kept
+    return [(str(x[0]), str(x[1]), str(x[2])) for x in raw if isinstance(x, list) and len(x) == 3]
+
+
+async def read_spans(db: Database, owner: str) -> tuple[Span, ...]:
+    """``owner``'s recorded zones, oldest first."""
+    row = await db.fetchone("SELECT value FROM meta WHERE key = ?", (_key(owner),))
+    out: list[Span] = []
+    for since, until, name in _parse(row[0] if row else None):
+        tz = _zone(name)
+        try:
+            for stamp in (since, until) if since else (until,):
+                parse_ts(stamp)
+        except ValueError:
+            continue  # damaged: that span is dated on today's zone
+        if tz is not None:
+            out.append((since, until, tz))
+    return tuple(out)
+
+
+async def record_change(db: Database, owner: str, before: tzinfo, *, since: str, at: datetime) -> None:
+    """``owner``'s zone changed at ``at``; ``before`` was in force since
+    ``since`` ("" when not known: their first zone, in force from the
+    start), or since the last change recorded, whichever is later."""
+    until = format_ts(at)
+    async with db.transaction() as conn:
+        async with conn.execute("SELECT value FROM meta WHERE key = ?", (_key(owner),)) as cur:
+            row = await cur.fetchone()
+        spans = _parse(row[0] if row else None)
+        # A clock stepped back: what it "recorded" after now is dropped.
+        spans = [s for s in spans if s[1] <= until]
+        start = max(since, spans[-1][1]) if spans else since
+        if start < until:
+            spans.append((start, until, zone_key(before)))
+        await conn.execute(
+            "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (_key(owner), json.dumps(spans[-SPANS_KEPT:], separators=(",", ":"))),
+        )
+
+
+async def drop_zones(conn: aiosqlite.Connection, owner: str) -> None:
+    """Forget ``owner``'s zones (erased whole)."""
+    await conn.execute("DELETE FROM meta WHERE key = ?", (_key(owner),))
+
+
+async def move_zones(conn: aiosqlite.Connection, old: str, new: str) -> None:
+    """merge-identities: ``old``'s zones become ``new``'s unless ``new`` has its own."""
+    await conn.execute("UPDATE OR IGNORE meta SET key = ? WHERE key = ?", (_key(new), _key(old)))
+    await conn.execute("DELETE FROM meta WHERE key = ?", (_key(old),))
+
+
+class Lived(tzinfo):
+    """A user's calendar: ``now`` (their zone today) and the spans they
+    were elsewhere. Converting a moment to it (``astimezone``) gives the
+    wall time in the zone of that moment, that zone as its ``tzinfo``;
+    a wall time made on it is read on ``now``."""
+
+    def __init__(self, now: tzinfo, spans: Sequence[Span]) -> None:
+        self.now = now
+        self.spans = tuple(spans)
+        self._untils = [parse_ts(u) for _, u, _ in self.spans]
+        self._sinces = [parse_ts(s) if s else datetime.min.replace(tzinfo=UTC) for s, _, _ in self.spans]
+        self.cache_key = zone_key(now) + "|" + ";".join(f"{s},{u},{zone_key(z)}" for s, u, z in self.spans)
+
+    def zone_at(self, at: datetime) -> tzinfo:
+        """The zone in force at instant ``at``."""
+        i = bisect_right(self._untils, at)
+        if i < len(self.spans) and self._sinces[i] <= at:
+            return self.spans[i][2]
+        return self.now
+
+    def utcoffset(self, dt: datetime | None) -> timedelta | None:
+        return self.now.utcoffset(dt.replace(tzinfo=None) if dt is not None else None)
+
+    def dst(self, dt: datetime | None) -> timedelta | None:
+        return self.now.dst(dt.replace(tzinfo=None) if dt is not None else None)
+
+    def tzname(self, dt: datetime | None) -> str | None:
+        return self.now.tzname(dt.replace(tzinfo=None) if dt is not None else None)
+
+    def fromutc(self, dt: datetime) -> datetime:
+        at = dt.replace(tzinfo=UTC)
+        return at.astimezone(self.zone_at(at))
+
+    def __repr__(self) -> str:
+        return f"Lived({self.cache_key})"
+
+
+def current(tz: tzinfo | None) -> tzinfo | None:
+    """The zone a wall time is read on today (``tz`` itself unless a :class:`Lived`)."""
+    return tz.now if isinstance(tz, Lived) else tz
+
+
+def lived_wall(day: date, at: time, tz: tzinfo) -> datetime:
+    """The instant ``at`` o'clock on ``day`` was where the user was that
+    day (a day log's noon, for a summary with no line time), on ``tz``'s
+    current zone when they were not elsewhere then."""
+    if not isinstance(tz, Lived):
+        return datetime.combine(day, at, tz)
+    here = datetime.combine(day, at, tz.now)
+    zone = tz.zone_at(here.astimezone(UTC))
+    there = datetime.combine(day, at, zone)
+    return there if tz.zone_at(there.astimezone(UTC)) is zone else here
+
+
+def lived_periods(when: Sequence[Period], tz: tzinfo | None) -> list[Period]:
+    """``when`` (instants; a whole day or days on ``tz``'s current zone
+    for "yesterday", "上周") as the instants that were those days where
+    the user was then: one range a span they were in. A range that is not
+    whole days ("just now", the last three hours) is kept as it is."""
+    if not isinstance(tz, Lived) or not tz.spans:
+        return list(when)
+    out: list[Period] = []
+    for a, b in when:
+        la, lb = a.astimezone(tz.now), b.astimezone(tz.now)
+        if la.time() != time(0) or lb.time() != time(0):
+            out.append((a, b))
+            continue
+        first, end = la.date(), lb.date()
+        bounds = [(datetime.min.replace(tzinfo=UTC), tz._sinces[0], tz.now)]  # before the first: today's zone
+        bounds += [(s, u, z) for s, u, z in zip(tz._sinces, tz._untils, (z for _, _, z in tz.spans), strict=True)]
+        bounds.append((tz._untils[-1], datetime.max.replace(tzinfo=UTC), tz.now))
+        for since, until, zone in bounds:
+            lo = datetime.combine(first, time(0), zone).astimezone(UTC)
+            hi = datetime.combine(end, time(0), zone).astimezone(UTC)
+            lo, hi = max(lo, since), min(hi, until)
+            if lo < hi:
+                out.append((lo, hi))
+    return out

@@ -1,0 +1,116 @@
+"""memory/zonehistory.py: the zones a user lived in, on a real memory.db."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, time, timedelta
+from zoneinfo import ZoneInfo
+
+from memory import ManualClock, MemoryEngine
+from memory.clock import format_ts, local_day
+from memory.zonehistory import Lived, lived_periods, lived_wall, read_spans
+
+TOKYO, NY, BERLIN = ZoneInfo("Asia/Tokyo"), ZoneInfo("America/New_York"), ZoneInfo("Europe/Berlin")
+
+
+def at(day: str, hm: str, tz: ZoneInfo) -> datetime:
+    return datetime.fromisoformat(f"{day}T{hm}").replace(tzinfo=tz).astimezone(UTC)
+
+
+async def test_a_moment_is_dated_in_the_zone_in_force_then(engine: MemoryEngine) -> None:
+    # Tokyo from 1 May (when she set it), New York from 4 May 20:00 there.
+    await engine.zone_changed("alice", TOKYO, since=format_ts(at("2026-05-01", "12:00", TOKYO)),
+                              at=at("2026-05-04", "20:00", NY))
+    lived = await engine.lived("alice", NY)
+    assert isinstance(lived, Lived)
+    said = format_ts(at("2026-05-04", "08:30", TOKYO))  # 3 May, 19:30 in New York
+    assert local_day(said, lived) == "2026-05-04"
+    assert local_day(said, NY) == "2026-05-03"
+    assert local_day(format_ts(at("2026-05-04", "21:00", NY)), lived) == "2026-05-04"  # after: New York's
+    # Before the span (said before it was kept): today's zone, as before.
+    assert local_day(format_ts(at("2026-04-20", "08:30", TOKYO)), lived) == "2026-04-19"
+    # A wall time made on it is read on today's zone.
+    assert datetime(2026, 5, 5, tzinfo=lived).astimezone(UTC) == at("2026-05-05", "00:00", NY)
+    # Another user never moved: their zone as given.
+    assert await engine.lived("bob", NY) is NY
+
+
+async def test_a_day_named_today_is_the_moments_that_were_that_day_where_she_was(engine: MemoryEngine) -> None:
+    # She leaves Tokyo at 11:00 on 5 May there (22:00 on 4 May in New York).
+    await engine.zone_changed("alice", TOKYO, since="", at=at("2026-05-05", "11:00", TOKYO))
+    lived = await engine.lived("alice", NY)
+    may4 = [(at("2026-05-04", "00:00", NY), at("2026-05-05", "00:00", NY))]
+    got = lived_periods(may4, lived)
+    # Tokyo's 4 May, then New York's 4 May from when she got there: the Tokyo
+    # morning of 5 May between them is not 4 May.
+    assert got == [(at("2026-05-04", "00:00", TOKYO), at("2026-05-05", "00:00", TOKYO)),
+                   (at("2026-05-05", "11:00", TOKYO), at("2026-05-05", "00:00", NY))]
+    # "Just now" (not whole days) stays as it is.
+    recent = [(at("2026-05-05", "08:00", NY), at("2026-05-05", "11:00", NY))]
+    assert lived_periods(recent, lived) == recent
+    assert lived_periods(may4, NY) == may4  # no history: unchanged
+
+
+async def test_each_change_starts_where_the_last_ended_and_a_clock_stepped_back_drops_the_future(
+    engine: MemoryEngine, clock: ManualClock
+) -> None:
+    await engine.zone_changed("alice", TOKYO, since="", at=at("2026-05-05", "11:00", TOKYO))
+    await engine.zone_changed("alice", NY, since=format_ts(at("2026-05-05", "11:00", TOKYO) + timedelta(hours=1)),
+                              at=at("2026-05-10", "09:00", NY))
+    spans = await read_spans(engine.db, "alice")
+    assert [(s, u, str(z)) for s, u, z in spans] == [
+        ("", format_ts(at("2026-05-05", "11:00", TOKYO)), "Asia/Tokyo"),
+        (format_ts(at("2026-05-05", "11:00", TOKYO) + timedelta(hours=1)), format_ts(at("2026-05-10", "09:00", NY)),
+         "America/New_York"),
+    ]
+    # The clock stepped back before the second change: it is dropped, the new one ends the first.
+    await engine.zone_changed("alice", BERLIN, since="", at=at("2026-05-08", "09:00", BERLIN))
+    assert [str(z) for _, _, z in await read_spans(engine.db, "alice")] == ["Asia/Tokyo", "Europe/Berlin"]
+
+
+async def test_forgetting_a_user_forgets_where_they_were(engine: MemoryEngine) -> None:
+    await engine.zone_changed("alice", TOKYO, since="", at=at("2026-05-05", "11:00", TOKYO))
+    await engine.zone_changed("bob", BERLIN, since="", at=at("2026-05-05", "11:00", TOKYO))
+    await engine.forget_owner("alice")
+    assert await read_spans(engine.db, "alice") == ()
+    assert await engine.lived("alice", NY) is NY
+    assert len(await read_spans(engine.db, "bob")) == 1
+
+
+async def test_a_days_noon_is_noon_where_she_was_that_day(engine: MemoryEngine) -> None:
+    """A day log with no line time is dated at its day's noon: New York's
+    noon on 4 May is 01:00 on 5 May in Tokyo, where she was."""
+    await engine.zone_changed("alice", TOKYO, since="", at=at("2026-05-05", "11:00", TOKYO))
+    lived = await engine.lived("alice", NY)
+    assert lived_wall(date(2026, 5, 4), time(12), lived) == at("2026-05-04", "12:00", TOKYO)
+    assert lived_wall(date(2026, 5, 6), time(12), lived) == at("2026-05-06", "12:00", NY)  # in New York by then
+    assert lived_wall(date(2026, 5, 4), time(12), NY) == at("2026-05-04", "12:00", NY)
+
+
+async def test_merged_identities_bring_the_handles_zones_unless_the_user_has_their_own(
+    engine: MemoryEngine,
+) -> None:
+    from memory.merge import move_owner
+    from memory.types import Category, NewMemory
+
+    for handle in ("tg:alice", "fs:alice"):
+        await engine.add(NewMemory(owner=handle, content=f"{handle} likes tea", category=Category.CONFIG))
+    await engine.zone_changed("tg:alice", TOKYO, since="", at=at("2026-05-05", "11:00", TOKYO))
+    await engine.zone_changed("fs:alice", BERLIN, since="", at=at("2026-05-05", "11:00", TOKYO))
+    await engine.zone_changed("alice", NY, since="", at=at("2026-06-01", "11:00", NY))
+    await move_owner(engine, "tg:alice", "ann", job="merge")
+    assert [str(z) for _, _, z in await read_spans(engine.db, "ann")] == ["Asia/Tokyo"]
+    assert await read_spans(engine.db, "tg:alice") == ()
+    await move_owner(engine, "fs:alice", "alice", job="merge")  # she has her own: hers stay
+    assert [str(z) for _, _, z in await read_spans(engine.db, "alice")] == ["America/New_York"]
+    assert await read_spans(engine.db, "fs:alice") == ()
+
+
+async def test_a_damaged_record_is_read_as_none_and_the_next_change_starts_it_again(engine: MemoryEngine) -> None:
+    for bad in ("not json", '{"a": 1}', '[["x"], 3, ["", "2026-05-01T00:00:00Z", "Mars/Olympus"]]',
+                '[["", "garbage", "Asia/Tokyo"], ["soon", "2026-05-01T00:00:00Z", "Asia/Tokyo"]]'):
+        await engine.db.write("INSERT INTO meta(key, value) VALUES ('zones:alice', ?) "
+                              "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (bad,))
+        engine._zones.pop("alice")
+        assert await engine.lived("alice", NY) is NY  # today's zone: as before any was kept
+    await engine.zone_changed("alice", TOKYO, since="", at=at("2026-05-05", "11:00", TOKYO))
+    assert [str(z) for _, _, z in await read_spans(engine.db, "alice")] == ["Asia/Tokyo"]
