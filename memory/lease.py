@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 
+import aiosqlite
 import structlog
 
 from .clock import Clock, format_ts, parse_ts
@@ -61,6 +62,14 @@ class Lease:
 
     async def release(self) -> None:
         await self._leases.release(self)
+
+    async def fence(self, conn: aiosqlite.Connection) -> None:
+        """Inside a write transaction: raise :class:`LeaseLost` unless the
+        lease is still ours, so a job that lost it writes nothing more."""
+        async with conn.execute("SELECT 1 FROM job_leases WHERE name = ? AND holder = ?",
+                                (self.name, self.holder)) as cur:
+            if await cur.fetchone() is None:
+                raise LeaseLost(f"job lease {self.name!r} was taken over")
 
 
 class Leases:

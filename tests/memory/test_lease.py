@@ -298,3 +298,98 @@ async def _a_dead_pid() -> int:
     proc = await asyncio.create_subprocess_exec(sys.executable, "-c", "pass")
     await proc.wait()
     return proc.pid
+
+
+# -- a job whose lease expired mid-run: the loser writes nothing more ----------------------
+async def test_a_job_whose_lease_was_taken_over_mid_run_writes_nothing_after(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI
+) -> None:
+    """The first daily run's model call outlasts its lease (15 minutes) and a
+    second run takes the lease over by its expiry. The first's answer then
+    comes: it must not write it (its lease is another's; it learnt that only
+    at its renew, after the write), and the second's work is written once."""
+    await engine.add_event("alice", "2026-02-28", "Alice set up CI")
+    await engine.add_event("bob", "2026-02-28", "Bob moved to Berlin")
+    loser_may, winner_may = asyncio.Event(), asyncio.Event()
+    asked: list[str] = []
+
+    async def answer(body: dict[str, Any]) -> Reply:
+        prompt = body["messages"][-1]["content"]
+        who = "alice" if "Alice set up CI" in prompt else "bob"
+        asked.append(who)
+        if len(asked) == 1:  # the first run, alice's day
+            await loser_may.wait()
+            return Reply(reply([{"content": "Alice set up CI (the first run)"}], "s"))
+        if who == "alice":
+            await winner_may.wait()
+        return Reply(reply([{"content": "Alice set up CI" if who == "alice" else "Bob lives in Berlin"}], "s"))
+
+    fake.responder = answer
+    first_llm = MemoryLLM(base_url=fake.url, model="m", timeout=60, retries=0)
+    second_llm = MemoryLLM(base_url=fake.url, model="m", timeout=60, retries=0)
+    try:
+        loser = asyncio.create_task(Compressor(engine, first_llm).daily())
+        while not asked:
+            await asyncio.sleep(0.01)
+        clock.advance(timedelta(minutes=16))  # its lease expired while the model thought
+        winner = asyncio.create_task(Compressor(engine, second_llm).daily())
+        while len(asked) < 2:
+            await asyncio.sleep(0.01)
+        loser_may.set()  # the first run's answer comes while the second's lease is live
+        with pytest.raises(LeaseLost):
+            await asyncio.wait_for(loser, 10)
+        winner_may.set()
+        report = await asyncio.wait_for(winner, 10)
+    finally:
+        await first_llm.aclose()
+        await second_llm.aclose()
+    assert report.events == 2
+    facts = sorted([m.content for m in await engine.list_memories("alice")]
+                   + [m.content for m in await engine.list_memories("bob")])
+    assert facts == ["Alice set up CI", "Bob lives in Berlin"]
+    assert await engine.events("alice", uncompressed_only=True) == []
+    runs = await engine.db.fetchall("SELECT job FROM memory_log WHERE action = 'run'")
+    assert [r["job"] for r in runs] == ["daily_compress"]  # the second run's only
+
+
+async def test_a_weekly_merge_answered_after_its_lease_was_taken_over_is_not_written(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI
+) -> None:
+    """The same for the weekly merge: the first run's merge, answered once a
+    second run holds the lease, is not written; the second's is, once."""
+    for i in range(10):
+        await engine.add(NewMemory(owner="alice", content=f"fact {i}", project="p"))
+    loser_may, winner_may = asyncio.Event(), asyncio.Event()
+    asked: list[int] = []
+
+    async def answer(body: dict[str, Any]) -> Reply:
+        asked.append(len(asked))
+        if len(asked) == 1:
+            await loser_may.wait()
+            return Reply(json.dumps({"facts": [{"content": "all ten (the first run)", "from": list(range(1, 11))}]}))
+        await winner_may.wait()
+        return Reply(json.dumps({"facts": [{"content": "all ten", "from": list(range(1, 11))}]}))
+
+    fake.responder = answer
+    first_llm = MemoryLLM(base_url=fake.url, model="m", timeout=60, retries=0)
+    second_llm = MemoryLLM(base_url=fake.url, model="m", timeout=60, retries=0)
+    try:
+        loser = asyncio.create_task(Compressor(engine, first_llm).weekly())
+        while not asked:
+            await asyncio.sleep(0.01)
+        clock.advance(timedelta(minutes=16))
+        winner = asyncio.create_task(Compressor(engine, second_llm).weekly())
+        while len(asked) < 2:
+            await asyncio.sleep(0.01)
+        loser_may.set()
+        with pytest.raises(LeaseLost):
+            await asyncio.wait_for(loser, 10)
+        winner_may.set()
+        report = await asyncio.wait_for(winner, 10)
+    finally:
+        await first_llm.aclose()
+        await second_llm.aclose()
+    assert report.created == 1
+    assert [m.content for m in await engine.list_memories("alice")] == ["all ten"]
+    runs = await engine.db.fetchall("SELECT job FROM memory_log WHERE action = 'run'")
+    assert [r["job"] for r in runs] == ["weekly_compress"]
