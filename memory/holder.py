@@ -117,10 +117,13 @@ class ProcessProbe:
             return HolderState("unknown", "not known to be gone: its process could not be read")
         if start != h.start:
             return HolderState("gone", "gone: its pid is another process now")
-        if state in ("Z", "X") and self._threads(h.pid) == 1:
-            # A zombie (killed, not yet reaped by its parent) runs no code; a
-            # main thread that exited beside running threads shows Z as well.
-            return HolderState("gone", "gone: killed")
+        if state in ("Z", "X"):
+            # A zombie (killed, not yet reaped by its parent) runs no code. Its
+            # main thread shows Z too while its other threads are still on
+            # their way out, or running on after the main one exited.
+            if self._threads(h.pid) == 1:
+                return HolderState("gone", "gone: killed")
+            return HolderState("unknown", "not known to be gone: its threads have not all ended")
         return HolderState("alive", "running")
 
     def _no_proc_entry(self, pid: int) -> HolderState:

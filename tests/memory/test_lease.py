@@ -207,9 +207,9 @@ async def test_a_killed_holder_not_yet_reaped_is_gone_too(engine: MemoryEngine, 
         assert proc.stdout is not None
         assert await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), 60) == b"held\n"
         os.kill(proc.pid, signal.SIGKILL)
-        stat = Path(f"/proc/{proc.pid}/stat")
-        for _ in range(500):  # the kernel makes it a zombie a moment after the signal
-            if stat.read_text().rpartition(")")[2].split()[0] == "Z":
+        stat, tasks = Path(f"/proc/{proc.pid}/stat"), Path(f"/proc/{proc.pid}/task")
+        for _ in range(1000):  # a zombie a moment after the signal, once its threads (aiosqlite's) have ended
+            if stat.read_text().rpartition(")")[2].split()[0] == "Z" and len(list(tasks.iterdir())) == 1:
                 break
             await asyncio.sleep(0.01)
         else:
