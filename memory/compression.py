@@ -27,7 +27,8 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, time, timedelta, tzinfo
 from zoneinfo import ZoneInfo
@@ -179,6 +180,17 @@ class Compressor:
         # midnight, not the gateway's. None: ``timezone`` for everyone.
         self.zone_of: ZoneOf | None = None
 
+    @asynccontextmanager
+    async def _write(self, lease: Lease) -> AsyncIterator[aiosqlite.Connection]:
+        """A write transaction that first proves ``lease`` is still ours.
+        Renewed between steps only, a lease expired during a long model call
+        (taken over by another run) was found lost after the step's write;
+        checked in the write's own transaction (``BEGIN IMMEDIATE``: no
+        takeover in between), a run that lost it writes nothing more."""
+        async with self.engine.db.transaction() as conn:
+            await lease.fence(conn)
+            yield conn
+
     # -- daily ------------------------------------------------------------------
 
     async def daily(self, now: datetime | None = None) -> DailyReport:
@@ -232,15 +244,15 @@ class Compressor:
                     chat = _spoken(chat, [p for _, p in spoke[(owner, day, channel, chat_id)]])
                     voices = {i: (p.speakers, p.said_by) for i, p in spoke[(owner, day, channel, chat_id)]}
                 for batch in _batches(events, self.daily_batch_tokens):
-                    await self._daily_group(owner, day, batch, report, chat, voices)
+                    await self._daily_group(owner, day, batch, report, lease, chat, voices)
                     await lease.renew()
-            async with self.engine.db.transaction() as conn:
+            async with self._write(lease) as conn:
                 await write_log(conn, at=self.engine.now(), job="daily_compress", action="run", detail=report.__dict__)
         log.info("daily compression done", **report.__dict__)
         return report
 
     async def _daily_group(
-        self, owner: str, day: str, events: Sequence[tuple[int, str, str]], report: DailyReport,
+        self, owner: str, day: str, events: Sequence[tuple[int, str, str]], report: DailyReport, lease: Lease,
         chat: Provenance = Provenance(), voices: dict[int, Voices] | None = None,
     ) -> None:
         summaries = [s for _, _, s in events]
@@ -270,7 +282,7 @@ class Compressor:
         # source words); one naming none cites the whole day's, as before.
         line_refs = [f"event:{i}" for i in ids]
         prov = replace(chat, date_from=day, date_to=day, refs=tuple(line_refs))
-        async with self.engine.db.transaction() as conn:
+        async with self._write(lease) as conn:
             async with conn.execute(
                 f"SELECT COUNT(*) FROM daily_events WHERE is_compressed = 0 AND id IN ({marks})", ids
             ) as cur:
@@ -309,7 +321,7 @@ class Compressor:
             owners = [r[0] for r in await self.engine.db.fetchall(
                 "SELECT DISTINCT owner FROM memories WHERE status = 'active' ORDER BY owner")]
             for owner in owners:
-                await self._archive_decayed(owner, now, report)
+                await self._archive_decayed(owner, now, report, lease)
                 if is_group_owner(owner):
                     # A group's notes fade as anyone's, but are never merged (a
                     # merged note would not name who spoke each, which their
@@ -323,9 +335,9 @@ class Compressor:
                 for p in parts:
                     report.partitions += 1
                     await self._merge_partition(owner, p["project"], p["topic"], report, lease)
-                await self._refresh_profile(owner, report)
+                await self._refresh_profile(owner, report, lease)
                 await lease.renew()
-            async with self.engine.db.transaction() as conn:
+            async with self._write(lease) as conn:
                 summary = {k: v for k, v in report.__dict__.items() if k != "notes"}
                 # Each user's refresh logged what it read (profile_read): per_owner
                 # tells engine.refreshed_upto this line holds no cutoff for all.
@@ -334,7 +346,7 @@ class Compressor:
         log.info("weekly compression done", **{k: v for k, v in report.__dict__.items() if k != "notes"})
         return report
 
-    async def _archive_decayed(self, owner: str, now: datetime, report: WeeklyReport) -> None:
+    async def _archive_decayed(self, owner: str, now: datetime, report: WeeklyReport, lease: Lease) -> None:
         rows = await self.engine.db.fetchall(
             "SELECT id, category, importance, last_accessed FROM memories "
             "WHERE owner = ? AND status = 'active' AND category IN ('temp', 'debug')",
@@ -348,7 +360,7 @@ class Compressor:
                 gone.append((r["id"], round(score, 4), round(days)))
         if not gone:
             return
-        async with self.engine.db.transaction() as conn:
+        async with self._write(lease) as conn:
             for mid, score, days in gone:
                 await self.engine.set_status(mid, "archived", conn=conn)
                 await write_log(
@@ -383,10 +395,12 @@ class Compressor:
                 chunk = part[start : start + self.max_merge_batch]
                 if len(chunk) < 2:
                     continue
-                await self._merge_chunk(owner, f"{project}/{topic}", chunk, report)
+                await self._merge_chunk(owner, f"{project}/{topic}", chunk, report, lease)
                 await lease.renew()
 
-    async def _merge_chunk(self, owner: str, partition: str, rows: Sequence[Memory], report: WeeklyReport) -> None:
+    async def _merge_chunk(
+        self, owner: str, partition: str, rows: Sequence[Memory], report: WeeklyReport, lease: Lease
+    ) -> None:
         cands = [Candidate(i, m.content, m.category.value, m.importance) for i, m in enumerate(rows, start=1)]
         # The merge's prompt holds no date: facts it kept whole last time get
         # the same answer, and a finished project's were sent every Monday.
@@ -412,7 +426,7 @@ class Compressor:
             len(mf.sources) == 1 and content_hash(mf.fact.content) == content_hash(rows[mf.sources[0] - 1].content)
             for mf in res.facts)
         if kept:
-            async with self.engine.db.transaction() as conn:
+            async with self._write(lease) as conn:
                 await write_log(conn, at=at, job="weekly_compress", owner=owner, action="merge_kept", detail=asked)
             return
         if len(unaccounted) > self.gate * n:
@@ -421,7 +435,7 @@ class Compressor:
             report.notes.append(note)
             log.warning("merge rejected by the safety gate", owner=owner, partition=partition,
                         unaccounted=len(unaccounted), total=n)
-            async with self.engine.db.transaction() as conn:
+            async with self._write(lease) as conn:
                 await write_log(
                     conn, at=at, job="weekly_compress", owner=owner, action="merge_rejected",
                     detail={"partition": partition, "total": n, "unaccounted": [rows[i - 1].id for i in unaccounted]},
@@ -434,7 +448,7 @@ class Compressor:
         # chat's facts alone: the model may put any fact's words it was
         # shown into any fact it writes, whatever it says it merged.
         read = _one_chat(rows)
-        async with self.engine.db.transaction() as conn:
+        async with self._write(lease) as conn:
             if not await self._all_active(conn, [m.id for m in rows]):
                 return  # changed while the model was thinking; next week
             done: set[int] = set()
@@ -498,7 +512,7 @@ class Compressor:
         assert row is not None  # COUNT(*) always returns a row
         return bool(row[0] == len(ids))
 
-    async def _refresh_profile(self, owner: str, report: WeeklyReport) -> None:
+    async def _refresh_profile(self, owner: str, report: WeeklyReport, lease: Lease) -> None:
         # What this refresh reads is written by now (a merge of this run's
         # too): what is written or said again after, Core Memory shows until
         # a refresh of theirs reads it (engine.newer_facts). Read first: a
@@ -530,7 +544,7 @@ class Compressor:
             (owner, asked, owner),
         ) is not None:
             report.unchanged += 1
-            async with self.engine.db.transaction() as conn:
+            async with self._write(lease) as conn:
                 await _read_upto(self.engine, conn, owner, upto)
             return
         try:
@@ -542,7 +556,7 @@ class Compressor:
         at = self.engine.now()
         if not entries:
             report.notes.append(f"{owner}: empty profile from the model rejected")
-            async with self.engine.db.transaction() as conn:
+            async with self._write(lease) as conn:
                 await write_log(conn, at=at, job="weekly_compress", owner=owner, action="profile_rejected",
                                 detail="the model returned no entries")
             return
@@ -551,7 +565,7 @@ class Compressor:
         imp_by_hash = {content_hash(m.content): m.importance for m in high}
         id_by_hash = {content_hash(m.content): m.id for m in high}
         keep: set[str] = set()
-        async with self.engine.db.transaction() as conn:
+        async with self._write(lease) as conn:
             if not await self._all_active(conn, [m.id for m in (*high, *current)]):
                 # Erased (the user's /forget) or replaced while the model was
                 # thinking: its entries could restate what is gone. Next week.

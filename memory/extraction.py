@@ -369,9 +369,26 @@ class ExtractionService:
             owners = [o for o, _ in due]
             paced = {o for o, window_only in due if window_only}
         todo = [o for o in owners if not (o in self._locks and self._locks[o].locked())]
-        results = await asyncio.gather(*(self._flush_owner(o, force=False) for o in todo if o not in paced),
+        results = await asyncio.gather(*(self._flush_due(o) for o in todo if o not in paced),
                                        self._flush_paced([o for o in todo if o in paced]))
         return [r for batch in results for r in batch]
+
+    async def _flush_due(self, owner: str) -> list[FlushReport]:
+        """One due user's flush in a tick. A failure the flush does not
+        record itself (a bug, memory.db refusing a read) is this user's
+        only: it raised out of the tick, and the rest of a paced wave, due
+        only because their window moved, waited for it to move again. The
+        buffer is kept (the flush's transaction rolled back) and retried
+        after the backoff, held in memory like a failure memory.db could not record."""
+        try:
+            return await self._flush_owner(owner, force=False)
+        except Exception as exc:  # noqa: BLE001 - logged without its text; kept and retried
+            attempts = (self._held[owner][0] if owner in self._held else 0) + 1
+            retry_at = self.engine.clock.now() + backoff(attempts)
+            self._held[owner] = (attempts, retry_at)
+            log.error("extraction flush failed; buffer kept, retried after the backoff", owner=owner,
+                      attempts=attempts, retry_at=format_ts(retry_at), **error_fields(exc))
+            return [FlushReport(owner=owner, error=error_brief(exc))]
 
     async def _flush_paced(self, owners: Sequence[str]) -> list[FlushReport]:
         """Owners due only because lines left their chat's window: one at a
@@ -390,7 +407,7 @@ class ExtractionService:
             if i and self.window_pace > 0:
                 await asyncio.sleep(self.window_pace * took)
             began = loop.time()
-            reports.extend(await self._flush_owner(owner, force=False))
+            reports.extend(await self._flush_due(owner))
             took = loop.time() - began
         return reports
 

@@ -2,26 +2,29 @@
 
 Daily and weekly compression take the same lease, so they never write at the
 same time, even from two processes (the gateway's scheduler and a hand-run
-``myclaw memory compress``). A holder that dies leaves a lease that expires;
-the next job takes it over. A job that overruns its time limit is cancelled
-("fails fast") and the lease is released in ``finally``.
+``myclaw memory compress``). The holder string says which process holds it
+(:mod:`memory.holder`): a holder on this machine that is provably gone
+(SIGKILLed mid-run) is taken over at once, logged ``lease-takeover``; any
+other holder (another machine, an old-format row, no ``/proc``) leaves a
+lease that expires, and the next job takes it over then. A job that
+overruns its time limit is cancelled ("fails fast") and the lease is released in ``finally``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 
+import aiosqlite
 import structlog
 
 from .clock import Clock, format_ts, parse_ts
 from .db import Database
 from .errorlog import error_fields
+from .holder import Holder, HolderState, ProcessProbe
 
 __all__ = ["Lease", "LeaseBusy", "LeaseLost", "Leases", "JobTimeout"]
 
@@ -31,9 +34,11 @@ log = structlog.get_logger(component="memory")
 class LeaseBusy(Exception):
     """Another holder has the lease and it has not expired."""
 
-    def __init__(self, name: str, holder: str, expires_at: str) -> None:
-        super().__init__(f"job lease {name!r} is held by {holder} until {expires_at}")
-        self.name, self.holder, self.expires_at = name, holder, expires_at
+    def __init__(self, name: str, holder: str, expires_at: str, state: HolderState | None = None) -> None:
+        h = Holder.parse(holder)
+        who = f"{h.job} (pid {h.pid}, {state.why})" if state is not None and h.pid is not None else holder
+        super().__init__(f"job lease {name!r} is held by {who} until {expires_at}")
+        self.name, self.holder, self.expires_at, self.state = name, holder, expires_at, state
 
 
 class LeaseLost(Exception):
@@ -58,16 +63,25 @@ class Lease:
     async def release(self) -> None:
         await self._leases.release(self)
 
+    async def fence(self, conn: aiosqlite.Connection) -> None:
+        """Inside a write transaction: raise :class:`LeaseLost` unless the
+        lease is still ours, so a job that lost it writes nothing more."""
+        async with conn.execute("SELECT 1 FROM job_leases WHERE name = ? AND holder = ?",
+                                (self.name, self.holder)) as cur:
+            if await cur.fetchone() is None:
+                raise LeaseLost(f"job lease {self.name!r} was taken over")
+
 
 class Leases:
-    def __init__(self, db: Database, clock: Clock, *, ttl: timedelta = timedelta(minutes=15)) -> None:
+    def __init__(self, db: Database, clock: Clock, *, ttl: timedelta = timedelta(minutes=15),
+                 probe: ProcessProbe | None = None) -> None:
         self.db = db
         self.clock = clock
         self.ttl = ttl
+        self.probe = probe or _PROBE
 
-    @staticmethod
-    def new_holder(job: str) -> str:
-        return f"{job}@{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    def new_holder(self, job: str) -> str:
+        return self.probe.new_holder(job)
 
     async def acquire(self, name: str, holder: str, *, ttl: timedelta | None = None) -> Lease:
         now = self.clock.now()
@@ -76,9 +90,16 @@ class Leases:
             async with conn.execute("SELECT holder, expires_at FROM job_leases WHERE name = ?", (name,)) as cur:
                 row = await cur.fetchone()
             if row is not None and row["holder"] != holder:
-                if parse_ts(row["expires_at"]) > now:
-                    raise LeaseBusy(name, row["holder"], row["expires_at"])
-                log.warning("job lease expired; taking over", lease=name, previous=row["holder"])
+                if parse_ts(row["expires_at"]) <= now:
+                    log.warning("job lease expired; taking over", lease=name, previous=row["holder"])
+                elif (state := self.probe.state(row["holder"])).gone:
+                    # Its holder died mid-run (SIGKILL): waiting out the expiry
+                    # would only hold the job back. The pid, not the row's token.
+                    previous = Holder.parse(row["holder"])
+                    log.warning("lease-takeover", lease=name, previous_job=previous.job,
+                                previous_pid=previous.pid, why=state.why, expires_at=row["expires_at"])
+                else:
+                    raise LeaseBusy(name, row["holder"], row["expires_at"], state)
             await conn.execute(
                 "INSERT INTO job_leases(name, holder, expires_at) VALUES (?, ?, ?) "
                 "ON CONFLICT(name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at",
@@ -134,3 +155,6 @@ class Leases:
                           **error_fields(exc))
             raise
         await asyncio.shield(self.release(lease))
+
+
+_PROBE = ProcessProbe()  # one per process: its own identity is read once

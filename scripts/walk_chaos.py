@@ -30,7 +30,10 @@ the gateway dead it checks: every database's ``integrity_check`` and
 ``foreign_key_check``, the FTS tables, the buffer, duplicate facts and
 locks (``chaos_kill.check``); no memory or daily event of an earlier round
 gone (the eraser's excepted); at most one active fact per thing said; each
-confirmed erasure's words in no table and no database file. At the end a
+confirmed erasure's words in no table and no database file; every job
+lease a kill left has a holder provably gone, and when it is the
+compression's, ``myclaw memory compress daily`` runs at once (a dead
+holder's lease used to hold it off for 15 minutes). At the end a
 last run answers everything and stops on SIGTERM, and ``myclaw memory
 flush`` learns what failed or waited (it ignores the backoff); then every
 message mentioning the bot (or private) has exactly one answer (the
@@ -70,6 +73,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))  # sys.path[0] when run as a script; not when a test loads this file
 
 import chaos_kill as ck  # noqa: E402
+from memory.compression import COMPRESS_LEASE  # noqa: E402
+from memory.holder import ProcessProbe  # noqa: E402
 from tests.fakes.feishu_server import FakeFeishu  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI, Reply, extraction_lines, split_user_content  # noqa: E402
 from tests.fakes.telegram_server import FakeTelegram  # noqa: E402
@@ -331,6 +336,37 @@ def walk_checks(home: Path, world: World, before: dict[str, set[tuple[str, int]]
     return bad
 
 
+def leases_left(home: Path) -> tuple[list[str], list[str]]:
+    """The job leases the killed processes left (their names), and any
+    whose holder is not provably gone: with every process of the walk dead,
+    the next start must take each of them over at once (memory/holder.py),
+    not wait out its 15 minutes."""
+    db = home / "data" / "memory.db"
+    if not db.exists():
+        return [], []
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        rows = conn.execute("SELECT name, holder FROM job_leases").fetchall()
+    probe = ProcessProbe()
+    stuck = []
+    for name, holder in rows:
+        state = probe.state(holder)
+        if not state.gone:
+            stuck.append(f"job lease {name!r} left by {holder.split(' ')[0]} is not taken over at once: {state.why}")
+    return [name for name, _ in rows], stuck
+
+
+async def compress_now(home: Path, log: Any) -> tuple[int, str]:
+    """``myclaw memory compress daily`` with the gateway dead: right after a
+    kill that left the compression lease, it runs (it used to fail "held by
+    daily_compress@PID until ..." for 15 minutes)."""
+    proc = await asyncio.create_subprocess_exec(
+        *ck.myclaw("memory", "compress", "daily"), cwd=str(ROOT), env=ck.env_for(home),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    out = (await asyncio.wait_for(proc.communicate(), START))[0]
+    log.write(out)
+    return proc.returncode or 0, out.decode(errors="replace")
+
+
 def learnt_once(home: Path, said: list[str]) -> list[str]:
     """After the last flush: nothing left buffered, and each thing said one
     active fact (a failed batch retried, no line lost or learnt twice)."""
@@ -474,6 +510,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 violations.append(f"round {rnd}: {v}")
             for v in await asyncio.to_thread(walk_checks, home, world, before):
                 violations.append(f"round {rnd}: {v}")
+            left, stuck = await asyncio.to_thread(leases_left, home)
+            violations += [f"round {rnd}: {v}" for v in stuck]
+            if COMPRESS_LEASE in left:
+                compress_runs["lease left by a kill"] += 1
+                code, out = await compress_now(home, log)
+                if code != 0:
+                    violations.append(f"round {rnd}: compress daily right after the kill exited {code}: {out[-300:]}")
+                else:
+                    compress_runs["run right after the kill"] += 1
             before = await asyncio.to_thread(snapshot, home)
             phases.append(round(time.monotonic() - round_started, 1))
         # the last run: no kill; traffic stops, everything pushed is answered

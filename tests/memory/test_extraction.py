@@ -611,6 +611,57 @@ async def test_chats_whose_windows_moved_together_are_flushed_one_at_a_time_in_t
     assert [o for o in began if o != "dave"] == ["alice", "bob", "carol"]  # in the order their lines came
 
 
+async def test_one_users_failing_flush_does_not_cost_the_others_theirs(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """A flush that raises what it does not record itself (a bug; here at
+    bob's candidates step) raised out of the tick: the paced wave's users
+    after bob, due only because their window moved, waited for it to move
+    again, and the paused user flushing beside them was cut off too. Now the
+    others flush in that tick; bob's lines stay as they were, held for the
+    backoff, and flush once it is over."""
+    from structlog.testing import capture_logs
+
+    from memory.clock import format_ts
+    from memory.extraction import backoff
+
+    mem = SqliteMemory(engine)
+    await mem.buffer(turns("dave", ("I collect stamps", "Nice.")))
+    clock.advance(timedelta(minutes=3))  # dave has paused: due by the quiet gap, flushed beside the wave
+    for n, who in enumerate(("alice", "bob", "carol", "erin"), start=2):
+        await mem.buffer(turns(who, (f"{who} keeps bees", "Noted."), chat=str(n)))
+    clock.advance(10)
+    fake.responder = lambda body: Reply(reply([], "a chat"))
+    broken = {"bob", "dave"}
+
+    async def on_step(name: str, owner: str) -> None:
+        if name == "candidates" and owner in broken:
+            raise KeyError(f"{owner} keeps bees")  # a bug, its text quoting a user's words
+
+    svc = service(engine, llm, on_step=on_step)
+    bobs = [r for r in await buffered(engine) if r[0] == "bob"]
+    for n in (2, 3, 4, 5):
+        svc.left_window("telegram", str(n), format_ts(clock.now()))
+    with capture_logs() as logs:
+        reports = await svc.tick()
+    assert sorted((r.owner, r.ok) for r in reports) == [
+        ("alice", True), ("bob", False), ("carol", True), ("dave", False), ("erin", True)]
+    assert {r.error for r in reports if not r.ok} == {"KeyError"}
+    assert [r for r in await buffered(engine) if r[0] == "bob"] == bobs  # intact, not marked
+    assert {r[0] for r in await buffered(engine)} == {"bob", "dave"}
+    failed = [e for e in logs if e["event"].startswith("extraction flush failed")]
+    assert sorted(e["owner"] for e in failed) == ["bob", "dave"] and all(e["attempts"] == 1 for e in failed)
+    assert "keeps bees" not in str(logs)
+
+    broken.clear()  # fixed: but the backoff holds them until its time
+    svc.left_window("telegram", "3", format_ts(clock.now()))
+    assert [r for r in await svc.tick() if r.owner == "bob"] == []
+    clock.advance(backoff(1) + timedelta(seconds=1))  # and dave's and bob's lines have paused long since
+    reports = await svc.tick()
+    assert sorted((r.owner, r.ok) for r in reports) == [("bob", True), ("dave", True)]
+    assert await buffered(engine) == []
+
+
 async def test_a_window_flush_is_followed_by_a_pause_as_long_as_it_took(
     engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
 ) -> None:
