@@ -276,9 +276,10 @@ class ExtractionService:
             self._wake.clear()
             try:
                 await self.tick()
-            except (sqlite3.Error, OSError) as exc:
-                # The loop outlives a locked or full disk; the buffer keeps
-                # every row, so the next tick simply tries again.
+            except Exception as exc:
+                # The loop outlives a locked or full disk, and a bug: it is
+                # the write path's only driver, and the buffer keeps every
+                # row, so the next tick simply tries again.
                 log.error("extraction tick failed; will retry", **error_fields(exc))
             # Every buffered turn wakes the loop, and a tick scans the whole
             # buffer: under load that was a scan per message, queued on the

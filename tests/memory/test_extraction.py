@@ -336,6 +336,42 @@ async def test_background_loop_flushes_over_budget_and_stops_cleanly(engine: Mem
     await svc.stop()  # twice is fine
 
 
+class _BuggyOnce(ExtractionService):
+    """A bug in finding who is due (not SQLite's, not the disk's): raised
+    by the first tick only."""
+
+    failed = 0
+
+    async def _due(self, now: Any = None) -> list[tuple[str, bool]]:
+        if not self.failed:
+            self.failed += 1
+            raise RuntimeError("a bug in _due")
+        return await super()._due(now)
+
+
+async def test_a_bug_in_one_tick_does_not_end_the_background_loop(
+    engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """The loop is the write path's only driver: a tick that raised anything
+    used to end it for the rest of the process, every later line kept in
+    the buffer and never learnt. Now it is logged and the next tick runs."""
+    mem = SqliteMemory(engine)
+    svc = _BuggyOnce(engine, llm, token_budget=13, interval=0.05, wake_gap=0.01)
+    svc.attach(mem)
+    fake.responder = lambda body: Reply(reply([{"content": "Alice likes long messages"}], "s"))
+    await svc.start()
+    try:
+        await mem.buffer(turns("alice", ("a fairly long message that is over the budget", "ok")))
+        for _ in range(300):
+            if (await counts(engine))[2] == 0:
+                break
+            await asyncio.sleep(0.01)
+        assert svc.failed == 1
+        assert await counts(engine) == (1, 1, 0)
+    finally:
+        await svc.stop()
+
+
 async def test_each_fact_is_indexed_with_the_lines_it_came_from(
     engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
 ) -> None:
