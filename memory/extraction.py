@@ -439,7 +439,11 @@ class ExtractionService:
             f"SELECT owner FROM extraction_buffer WHERE {_WAITING} GROUP BY owner ORDER BY MIN(id)")]
         out: list[FlushReport] = []
         for o in owners:
-            out.extend(await self.flush_now(o))
+            try:
+                out.extend(await self.flush_now(o))
+            except Exception as exc:  # noqa: BLE001 - that user's report says it; the others still flush
+                log.error("extraction flush failed; buffer kept", owner=o, **error_fields(exc))
+                out.append(FlushReport(owner=o, error=error_brief(exc)))
         return out
 
     async def _flush_owner(self, owner: str, *, force: bool) -> list[FlushReport]:

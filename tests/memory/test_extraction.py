@@ -11,7 +11,7 @@ import pytest
 
 from memory import ManualClock, MemoryEngine
 from memory.changelog import read_log
-from memory.extraction import BACKLOG_BACKOFF, BACKOFF, ExtractionService
+from memory.extraction import BACKLOG_BACKOFF, BACKOFF, ExtractionService, FlushReport
 from memory.llm import MemoryLLM
 from memory.retrieval import Retriever
 from memory.service import SqliteMemory
@@ -370,6 +370,32 @@ async def test_a_bug_in_one_tick_does_not_end_the_background_loop(
         assert await counts(engine) == (1, 1, 0)
     finally:
         await svc.stop()
+
+
+class _BuggyFor(ExtractionService):
+    """A bug (not the model's failure, which is recorded) in one user's flush."""
+
+    async def _flush_owner(self, owner: str, *, force: bool) -> list[FlushReport]:
+        if owner == "bob":
+            raise RuntimeError("a bug in bob's flush")
+        return await super()._flush_owner(owner, force=force)
+
+
+async def test_flush_all_flushes_the_others_when_one_users_flush_raises(
+    engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """`myclaw memory flush`: bob's bug is his report's error; alice, after
+    him in the buffer, is still flushed, and bob's lines stay buffered."""
+    mem = SqliteMemory(engine)
+    svc = _BuggyFor(engine, llm)
+    svc.attach(mem)
+    fake.responder = lambda body: Reply(reply([{"content": "Alice likes tea"}], "s"))
+    await mem.buffer(turns("bob", ("I like coffee", "ok")))
+    await mem.buffer(turns("alice", ("I like tea", "ok")))
+    reports = await svc.flush_all()
+    assert [(r.owner, r.ok) for r in reports] == [("bob", False), ("alice", True)]
+    assert reports[0].error == "RuntimeError"  # the type, never the words (a bug's may quote a line)
+    assert [r[0] for r in await buffered(engine)] == ["bob", "bob"]
 
 
 async def test_each_fact_is_indexed_with_the_lines_it_came_from(
