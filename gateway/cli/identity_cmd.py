@@ -46,7 +46,11 @@ from .memory_cmd import JOB, memory
 log = structlog.get_logger(component="cli")
 
 FILES = ("memory.db", "memory.buffer.db", "gateway.db", "cron.db", "files")
-_LEASE_TTL = timedelta(minutes=2)  # a crashed run blocks compression (and a re-run) this long at most
+# Not renewed: the merge holds myclaw.lock exclusively, so no compression
+# runs beside it; the lease only keeps one from a data lock someone forced.
+# A crashed run's is taken over at once on this machine (memory/lease.py),
+# elsewhere after this long.
+_LEASE_TTL = timedelta(minutes=2)
 MERGING = "`myclaw memory merge-identities` (moving memories to the users memory.identities names)"
 
 
