@@ -190,8 +190,9 @@ def _query_terms(text: str) -> list[tuple[str, float]]:
     for m in _TOKEN_RE.finditer(text):
         cjk, raw = m.group(1), m.group(2)
         if raw:
-            if raw in STOP_EN or raw.replace("’", "'") in STOP_EN:
-                continue
+            bare = raw.replace("’", "'")
+            if raw in STOP_EN or bare in STOP_EN or bare.endswith("'s") and bare[:-2] in STOP_EN:
+                continue  # "it's", "she's", "that's": a stop word and "is" / "has"
             w = _word(raw)
             if len(w) == 1 and not w.isdigit() and w.isascii():
                 continue

@@ -839,3 +839,16 @@ async def test_now_in_a_question_does_not_recall_a_fact_saying_now(engine: Memor
     assert (await ids(r, "alice", "我现在吃什么？"))[0] == zh_fish
     # Nothing but the frame to go by ("doing" is a stop word): "now" is kept.
     assert (await ids(r, "alice", "what am I doing now?"))[0] == fish
+
+
+async def test_its_in_a_message_does_not_recall_a_memory_for_it(engine: MemoryEngine) -> None:
+    # "It's so expensive!" asks about the price; "it" is a stop word
+    # however it is written, and a short memory holding "it" twice is no
+    # answer.
+    fixed = await add(engine, "alice", "Bob fixed it, it works")
+    laptop = await add(engine, "alice", "The laptop Alice bought last month at the mall was expensive for her budget")
+    await add(engine, "alice", "Alice walks her dog every evening")
+    r = Retriever(engine)
+    got = await ids(r, "alice", "It's so expensive!")
+    assert got[0] == laptop and fixed not in got, got
+    assert (await ids(r, "alice", "She’s really expensive"))[0] == laptop
