@@ -841,6 +841,27 @@ async def test_now_in_a_question_does_not_recall_a_fact_saying_now(engine: Memor
     assert (await ids(r, "alice", "what am I doing now?"))[0] == fish
 
 
+async def test_today_as_a_frame_still_prefers_todays_memory(engine: MemoryEngine, clock: ManualClock) -> None:
+    # "today" / 今天 are cut from the topic words (§3) but still name the
+    # day (memory/timeref.py): of two meals, today's comes first, though the
+    # older line, shorter, holds the same word more strongly. (A line of
+    # today three times as long still loses to a short old one sharing the
+    # phrase 中午吃了: one dated term against BM25's length; RETRIEVAL.md §9.)
+    clock.set("2026-03-01T09:00:00Z")
+    ramen = await add(engine, "alice", "Alice ate ramen")
+    zh_old = await add(engine, "alice", "中午吃了拉面")
+    clock.set("2026-03-04T13:00:00Z")
+    salad = await add(engine, "alice", "Alice ate a big green salad with grilled chicken at the office canteen")
+    zh_new = await add(engine, "alice", "中午吃了鸡肉沙拉")
+    clock.set("2026-03-04T19:00:00Z")
+    r = Retriever(engine)
+    # Without the day, the older, shorter line ranks first: the date does the work.
+    assert (await ids(r, "alice", "what did I eat?"))[0] == ramen
+    assert (await ids(r, "alice", "我中午吃了什么？"))[0] == zh_old
+    assert (await ids(r, "alice", "what did I eat today?"))[0] == salad
+    assert (await ids(r, "alice", "我今天中午吃了什么？"))[0] == zh_new
+
+
 async def test_its_in_a_message_does_not_recall_a_memory_for_it(engine: MemoryEngine) -> None:
     # "It's so expensive!" asks about the price; "it" is a stop word
     # however it is written, and a short memory holding "it" twice is no
