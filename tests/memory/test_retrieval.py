@@ -862,6 +862,17 @@ async def test_today_as_a_frame_still_prefers_todays_memory(engine: MemoryEngine
     assert (await ids(r, "alice", "我今天中午吃了什么？"))[0] == zh_new
 
 
+async def test_chinese_conjunctions_and_adverbs_are_no_topic(engine: MemoryEngine) -> None:
+    # 因为, 已经, 但是 say how a sentence hangs together, not what it is
+    # about: a memory holding them is no answer to a question about kites.
+    glue = await add(engine, "u", "因为已经下雨了，但是我们还是出门了")
+    kite = await add(engine, "u", "周末在公园和朋友一起放了一下午的风筝，玩得很开心")
+    await add(engine, "u", "数据库用的是 PostgreSQL 15")
+    r = Retriever(engine)
+    got = await ids(r, "u", "但是因为我已经很想放风筝了")
+    assert got[0] == kite and glue not in got[:1], got
+
+
 async def test_its_in_a_message_does_not_recall_a_memory_for_it(engine: MemoryEngine) -> None:
     # "It's so expensive!" asks about the price; "it" is a stop word
     # however it is written, and a short memory holding "it" twice is no
