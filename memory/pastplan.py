@@ -21,6 +21,8 @@ starts on ("works at Acme starting 2026-03-01", 从2026年3月1日起, 2026年5�
 nor an event leading to a state ("moves to Berlin on 2026-04-01", "joins
 Acme", 搬到, 入职): what starts then is still true after it, unless the
 entry also says when it ends ("from 2026-03-01 to 2026-03-10", 3月1日到3月10日).
+Joining a call or a meeting, or one moved to another day ("join the call
+at 3pm", 加入电话会议, 周会转到3月5日), is no such event: it passes.
 When unsure (a move with a deadline word), the entry stays.
 """
 
@@ -54,6 +56,18 @@ _BECOMES = re.compile(r"\b(?:mov(?:e|es|ed|ing)\s+(?:to|into|in|out|back|house|a
                       r"|join(?:s|ed|ing)?|get(?:s|ting)?\s+married|marr(?:y|ies|ied|ying)|retir(?:e|es|ed|ing)"
                       r"|becom(?:e|es|ing)|emigrat\w*|transfer(?:s|red|ring)?\s+to|takes?\s+over)\b"
                       r"|搬到|搬去|搬家|迁居|移居|定居|入职|加入|调到|调往|转到|结婚|退休|上任|接任")
+# ... unless what is joined is an appointment ("join the call at 3pm",
+# 加入电话会议) or what is moved is its day ("the review moved to 2026-03-05",
+# 周会转到3月5日): that is over after the day. Only these: any other object
+# of "join" (a team, a company) or 转到 (a place) stays a state.
+_APPOINTMENT = re.compile(
+    r"join(?:s|ed|ing)?\s+(?:[\w'’-]+\s+){0,4}?(?:call|meeting|meetup|standup|stand-up|sync|webinar|demo|interview"
+    r"|conference|workshop|kickoff|kick-off|retro|party|dinner|lunch|hike|trip)s?\b"
+    r"(?!\s+(?:team|committee|board|group|company|club|staff|department|crew|org))"
+    rf"|mov(?:e|es|ed|ing)\s+to\s+{_DAYISH}"
+    r"|加入[^，。,.;；!！?？]{0,10}?(?:会议|例会|周会|晨会|通话|电话|视频会|直播|讨论|面试|聚会|聚餐|饭局)"
+    r"|(?:转到|调到|改到)\s*(?:\d|下周|明天|后天|周[一二三四五六日天]|星期|上午|下午|晚上|今年|明年)"
+)
 # A deadline or a plan: a day named without its year is then the next such
 # day ("due in September", said in February, is this September's). Without
 # one, a yearless day may recur (a birthday, a habit of a month): kept.
@@ -95,7 +109,8 @@ def passed(content: str, said: str, today: date) -> bool:
     except ValueError:
         return False
     low = content.casefold()
-    if (_STARTS.search(low) or _BECOMES.search(low)) and not _ENDS.search(low):
+    becomes = any(not _APPOINTMENT.match(low, m.start()) for m in _BECOMES.finditer(low))
+    if (_STARTS.search(low) or becomes) and not _ENDS.search(low):
         return False  # a state from that day on: still true after it
     ahead = [last for first, last in _days(content, day, bool(_PLAN.search(low))) if first > day]
     return bool(ahead) and all(last + timedelta(days=PAST_GRACE_DAYS) < today for last in ahead)

@@ -54,12 +54,15 @@ STOP_EN = frozenset(
     into over than again ever any some all tell told know knew remember recall said say says please let lets
     go goes going went gone come comes coming came hey hi ok okay thing things something anything get got like s t don't doesn't didn't i'm i've i'd you're""".split()
 )
-# Multi-character Chinese function words, as query bigrams.
+# Multi-character Chinese function words, as query bigrams; the
+# conjunctions and adverbs among them (因为, 所以, 但是, 如果, 已经, 非常,
+# 真的…) as SMART's English list drops because, so, but, if, already, very,
+# really.
 STOP_ZH_WORDS = frozenset(
     """我的 你的 他的 她的 我们 你们 他们 她们 之前 以前 记得 还记 说过 什么 怎么 为什 么么 一下 一个 这个 那个
     是不 不是 有没 没有 可以 告诉 知道 是什 的是 了吗 是吗 吗我 请问 那么 这么 还是 就是 时候 的时 候的 的话
     么时 么样 怎样 哪个 哪些 多少 上次 以后 然后 我想 我要 你好 谢谢 记住 记不 不记 得我 得你 我上 你还
-    帮我 一些 这些 那些""".split()
+    帮我 一些 这些 那些 因为 所以 但是 可是 如果 已经 特别 非常 真的 应该 而且 好像""".split()
 )
 # Single characters that are grammar, not topic.
 STOP_ZH_CHARS = frozenset("的了是吗呢吧啊么我你他她它在有和就也都这那个一不要会说过来去很还想把被给让上下中里到得地着们吧呀哦嗯")
@@ -190,8 +193,9 @@ def _query_terms(text: str) -> list[tuple[str, float]]:
     for m in _TOKEN_RE.finditer(text):
         cjk, raw = m.group(1), m.group(2)
         if raw:
-            if raw in STOP_EN or raw.replace("’", "'") in STOP_EN:
-                continue
+            bare = raw.replace("’", "'")
+            if raw in STOP_EN or bare in STOP_EN or bare.endswith("'s") and bare[:-2] in STOP_EN:
+                continue  # "it's", "she's", "that's": a stop word and "is" / "has"
             w = _word(raw)
             if len(w) == 1 and not w.isdigit() and w.isascii():
                 continue

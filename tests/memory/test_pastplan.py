@@ -110,3 +110,21 @@ def test_a_move_or_a_start_on_a_day_ahead_leads_to_a_state_that_stays() -> None:
     for entry in ("Alice flies to Tokyo on June 3, 2026", "Atlas is due to ship by 2026-04-30",
                   "Atlas 要在2026年4月30日前上线", "Alice starts the Atlas demo prep; the demo is on 2026-03-05"):
         assert passed(entry, "2026-02-10", today), entry
+
+
+def test_joining_a_call_or_a_meeting_moved_to_a_day_is_a_plan_that_passes() -> None:
+    # "join", 加入, 转到 lead to a state when what is joined is a team or a
+    # company, or where one is moved is a place; a call joined, or a
+    # meeting moved to another day, is an appointment: over after the day.
+    today = date(2026, 12, 1)
+    for entry in ("Alice will join the call at 3pm on 2026-03-05",
+                  "Alice joins the Atlas design sync on March 5, 2026",
+                  "Alice is joining Bob's product demo on 2026-03-05",
+                  "The Atlas review meeting moved to 2026-03-05",
+                  "用户2026年3月5日下午加入Atlas的电话会议", "Atlas 周会转到2026年3月5日", "评审会调到2026年3月5日"):
+        assert passed(entry, "2026-02-10", today), entry
+    # What stays a state: a team, a company, a place.
+    for entry in ("Alice joins the Atlas team on 2026-03-01", "Alice joins Acme on 2026-03-01",
+                  "Alice joins the conference team on 2026-03-01", "Alice moves to Berlin on 2026-04-01",
+                  "用户2026年3月1日加入Acme", "用户2026年3月1日转到北京分公司", "用户2026年3月1日调到上海"):
+        assert not passed(entry, "2026-02-10", today), entry

@@ -839,3 +839,48 @@ async def test_now_in_a_question_does_not_recall_a_fact_saying_now(engine: Memor
     assert (await ids(r, "alice", "我现在吃什么？"))[0] == zh_fish
     # Nothing but the frame to go by ("doing" is a stop word): "now" is kept.
     assert (await ids(r, "alice", "what am I doing now?"))[0] == fish
+
+
+async def test_today_as_a_frame_still_prefers_todays_memory(engine: MemoryEngine, clock: ManualClock) -> None:
+    # "today" / 今天 are cut from the topic words (§3) but still name the
+    # day (memory/timeref.py): of two meals, today's comes first, though the
+    # older line, shorter, holds the same word more strongly. (A line of
+    # today three times as long still loses to a short old one sharing the
+    # phrase 中午吃了: one dated term against BM25's length; RETRIEVAL.md §9.)
+    clock.set("2026-03-01T09:00:00Z")
+    ramen = await add(engine, "alice", "Alice ate ramen")
+    zh_old = await add(engine, "alice", "中午吃了拉面")
+    clock.set("2026-03-04T13:00:00Z")
+    salad = await add(engine, "alice", "Alice ate a big green salad with grilled chicken at the office canteen")
+    zh_new = await add(engine, "alice", "中午吃了鸡肉沙拉")
+    clock.set("2026-03-04T19:00:00Z")
+    r = Retriever(engine)
+    # Without the day, the older, shorter line ranks first: the date does the work.
+    assert (await ids(r, "alice", "what did I eat?"))[0] == ramen
+    assert (await ids(r, "alice", "我中午吃了什么？"))[0] == zh_old
+    assert (await ids(r, "alice", "what did I eat today?"))[0] == salad
+    assert (await ids(r, "alice", "我今天中午吃了什么？"))[0] == zh_new
+
+
+async def test_chinese_conjunctions_and_adverbs_are_no_topic(engine: MemoryEngine) -> None:
+    # 因为, 已经, 但是 say how a sentence hangs together, not what it is
+    # about: a memory holding them is no answer to a question about kites.
+    glue = await add(engine, "u", "因为已经下雨了，但是我们还是出门了")
+    kite = await add(engine, "u", "周末在公园和朋友一起放了一下午的风筝，玩得很开心")
+    await add(engine, "u", "数据库用的是 PostgreSQL 15")
+    r = Retriever(engine)
+    got = await ids(r, "u", "但是因为我已经很想放风筝了")
+    assert got[0] == kite and glue not in got[:1], got
+
+
+async def test_its_in_a_message_does_not_recall_a_memory_for_it(engine: MemoryEngine) -> None:
+    # "It's so expensive!" asks about the price; "it" is a stop word
+    # however it is written, and a short memory holding "it" twice is no
+    # answer.
+    fixed = await add(engine, "alice", "Bob fixed it, it works")
+    laptop = await add(engine, "alice", "The laptop Alice bought last month at the mall was expensive for her budget")
+    await add(engine, "alice", "Alice walks her dog every evening")
+    r = Retriever(engine)
+    got = await ids(r, "alice", "It's so expensive!")
+    assert got[0] == laptop and fixed not in got, got
+    assert (await ids(r, "alice", "She’s really expensive"))[0] == laptop

@@ -71,6 +71,16 @@ def test_light_verbs_are_query_stop_words() -> None:
     assert query_terms("when did we go there? she went home") == [("home", 1.0)]
 
 
+def test_a_stop_word_with_s_is_still_a_stop_word() -> None:
+    # "it's", "she's", "that's" are a stop word and "is" / "has": the
+    # possessive strip made them "it", "she", "that" after the stop list.
+    assert query_terms("It's really frustrating, she's still angry and that’s it") == [
+        ("frustrat", 1.0), ("still", 1.0), ("angri", 1.0)
+    ]
+    # A name's possessive is the name, as before.
+    assert query_terms("Caroline's dog") == [("carolin", 1.0), ("dog", 1.0)]
+
+
 def test_time_frame_words_are_no_topic_of_a_query() -> None:
     # "now", "right now", "currently", 现在, 目前 say when, not what: a
     # memory that happens to say "now" is not about cooking.
