@@ -96,7 +96,7 @@ from croniter import croniter
 from memory.clock import Clock, format_ts, parse_ts
 from memory.db import SMALL_CACHE_KIB, Database, Migration, run_script
 from memory.errorlog import error_brief, error_fields
-from memory.lease import LeaseBusy
+from memory.lease import LeaseBusy, LeaseLost
 
 from .bus import words_in_chinese
 from .timezones import TimezoneError, parse_timezone, zone_name
@@ -917,8 +917,9 @@ class CronScheduler:
                 JobRun(job.id, "ok") if answered is not False
                 else JobRun(job.id, "fallback", FALLBACK_SENT)
             )
-        except LeaseBusy as exc:
-            # Another compression holds the lease: fail fast, look again soon.
+        except (LeaseBusy, LeaseLost) as exc:
+            # Another compression holds the lease, or took it over from this
+            # run (which outran it) and does the work: fail fast, look again soon.
             result = JobRun(job.id, "busy", str(exc))
             retry_at = self._busy_retry_at(job, now)
         except CronError as exc:  # not wired here, or its channel is not running: retrying cannot help

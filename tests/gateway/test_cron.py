@@ -25,7 +25,7 @@ from gateway.tools import ToolContext, ToolError
 from memory import ManualClock, MemoryEngine
 from memory.clock import format_ts, parse_ts
 from memory.compression import COMPRESS_LEASE, Compressor
-from memory.lease import LeaseBusy, Leases
+from memory.lease import LeaseBusy, LeaseLost, Leases
 from memory.llm import MemoryLLM
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.logjson import debug_json_log, lines
@@ -168,6 +168,33 @@ async def test_a_busy_lease_tries_again_for_the_same_slot_and_runs_it_once(clock
     clock.advance(60)
     assert await sched.run_due() == []
     assert ran == ["2026-03-01T19:02:00Z"]  # once for the slot
+
+
+async def test_a_run_whose_lease_was_taken_over_is_busy_and_looks_again_not_an_error(
+    clock: ManualClock, store: CronStore
+) -> None:
+    """A compression that outran its lease stops (LeaseLost) while the run
+    that took it over does the work: the slot is looked at again, as when
+    the lease was busy from the start, not recorded as the job failing."""
+    lost = [True]
+    ran: list[str] = []
+
+    async def daily() -> None:
+        if lost[0]:
+            raise LeaseLost("job lease 'memory:compress' was taken over")
+        ran.append(format_ts(clock.now()))
+
+    sched = CronScheduler(store, internal=[InternalJob(INTERNAL_DAILY, "0 3 * * *", daily)])
+    await sched.start(loop=False)
+    clock.set("2026-03-01T19:00:00Z")  # 03:00 in Shanghai
+    [run] = await sched.run_due()
+    job = await store.get(INTERNAL_DAILY)
+    assert run.status == "busy" and job is not None and job.last_status == "busy"
+    assert (job.next_run_at, job.due_at, job.attempts) == ("2026-03-01T19:01:00Z", "2026-03-01T19:00:00Z", 0)
+    lost[0] = False
+    clock.advance(60)
+    assert [r.status for r in await sched.run_due()] == ["ok"]
+    assert ran == ["2026-03-01T19:01:00Z"]
 
 
 async def test_a_busy_slot_with_no_time_left_folds_into_the_next(clock: ManualClock, store: CronStore) -> None:
