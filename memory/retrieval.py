@@ -72,6 +72,7 @@ from .mood import LEXICON, MOOD_TERMS, NEGATIVE, is_mood_term, mood_class, mood_
 from .timeref import Period, periods
 from .tokenize import normalize, query_terms, quote
 from .scope import Chat, shown_in
+from .sharedreads import current as shared
 from .types import GLOBAL_OWNER, Hit, Provenance
 
 __all__ = ["CONTEXT_WEIGHT", "QueryTerm", "Retriever", "build_match", "build_query"]
@@ -110,6 +111,7 @@ TERM_CACHE_MAX = 20_000
 """Terms each document-count cache holds before it starts over: a chat's
 vocabulary fits, and a gateway left running for weeks between index writes
 keeps at most ~2-3 MB per cache rather than the ~16 MB that 100,000 took."""
+PREFETCH_TERMS = 500  # terms one prefetch asks about at most (SQLite allows 32,766 variables)
 OWN_TERMS_KEPT = 4096
 """Facts whose own terms (read in a group they were not said in) are kept
 between queries; tokenizing them again cost ~15 % of a group's query."""
@@ -611,12 +613,57 @@ class Retriever:
     async def _rows(
         self, t: _Tables, column: str, values: Sequence[object], select: str, join: str, where: str
     ) -> list[sqlite3.Row]:
-        """Indexed rows (with their indexed text) whose ``column`` is one of ``values``."""
+        """Indexed rows (with their indexed text) whose ``column`` is one of
+        ``values``; of memories, inside :func:`~memory.sharedreads.shared_reads`,
+        each read once for the batch (in any order: callers rank by score and id)."""
+        memo = shared()
+        if memo is None or t is not _MEMORIES:
+            return await self._read_rows(t, column, values, select, join, where)
+        memo = memo.valid_at(await self.engine.db.stamp(INDEX))
+        if column != "x.id":
+            key = (select, join, where, column, tuple(values))
+            if key not in memo.listed:
+                memo.listed[key] = await self._read_rows(t, column, values, select, join, where)
+            return memo.listed[key]
+        known = memo.by_id.setdefault((select, join, where), {})
+        ids = [v for v in dict.fromkeys(values) if isinstance(v, int)]
+        if missing := [i for i in ids if i not in known]:
+            read = await self._read_rows(t, column, missing, select, join, where)
+            known.update((r["id"], r) for r in read)
+            known.update((i, None) for i in missing if i not in known)
+        return [r for i in ids if (r := known[i]) is not None]
+
+    async def _read_rows(
+        self, t: _Tables, column: str, values: Sequence[object], select: str, join: str, where: str
+    ) -> list[sqlite3.Row]:
         return await self._fetch(
             f"""SELECT {select}, f.text AS _terms FROM {join} JOIN {t.fts} f ON f.rowid = x.id
                 WHERE {column} IN ({",".join("?" * len(values))}) {where}""",
             list(values),
         )
+
+    async def prefetch(self, user: str, queries: Sequence[str], *, private: bool = True,
+                       chat: Chat | None = None, notes: bool = False) -> None:
+        """Read the document counts of every term ``queries`` hold in one
+        statement, so that their :meth:`retrieve` calls (same arguments,
+        no context) find them cached (:meth:`_term_stats`, exact while the
+        index stamp holds) instead of each reading its own."""
+        terms: dict[str, None] = {}
+        memo = shared()
+        for query in queries:
+            q = build_query(query)
+            if memo is not None:  # retrieve() takes it from there rather than build it again
+                memo.queries[query] = tuple(q)
+            if not q:
+                continue
+            terms.update((x.term, None) for x in q if x.term != WHEN_TERM)
+            if MOOD_WEIGHT > 0:
+                terms.update((mood_term(c), None) for c in sorted(moods(query[:MAX_QUERY_CHARS]) & NEGATIVE))
+        if not terms:
+            return
+        terms.update((owner_key(o), None) for o in readers(user, private=private, chat=chat, notes=notes))
+        terms.update((m, None) for m in MOOD_TERMS)
+        await self._term_stats(_MEMORIES, list(terms)[:PREFETCH_TERMS])
 
     async def _neighbours(
         self, scored: list[tuple[float, sqlite3.Row]], owners: Sequence[str], where: str
@@ -674,7 +721,9 @@ class Retriever:
         ``_global`` are favoured over other projects. With ``limit=None``
         the result also fits the injection budget (seed 001).
         """
-        q = build_query(query, context)
+        memo = shared()
+        built = memo.queries.get(query) if memo is not None and not context else None
+        q = list(built) if built is not None else build_query(query, context)
         if not q:
             return []
         if MOOD_WEIGHT > 0:
