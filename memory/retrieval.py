@@ -180,6 +180,14 @@ def build_query(query: str, context: Sequence[str] = ()) -> list[QueryTerm]:
     return ordered[:MAX_TERMS]
 
 
+def _with_moods(query: str, q: list[QueryTerm]) -> list[QueryTerm]:
+    """``q`` and the negative moods the message names, or [] when ``q`` is."""
+    if q and MOOD_WEIGHT > 0:
+        feel = moods(query[:MAX_QUERY_CHARS]) & NEGATIVE  # the message only: an old turn's mood is an old topic's
+        q += [QueryTerm(mood_term(c), MOOD_WEIGHT, False) for c in sorted(feel)]
+    return q
+
+
 @lru_cache(maxsize=CONTEXT_TURNS_KEPT)
 def _turn_terms(turn: str) -> tuple[tuple[str, float], ...]:
     """:func:`query_terms` of a recent turn, read once while it is recent."""
@@ -651,14 +659,10 @@ class Retriever:
         terms: dict[str, None] = {}
         memo = shared()
         for query in queries:
-            q = build_query(query)
+            q = _with_moods(query, build_query(query))
             if memo is not None:  # retrieve() takes it from there rather than build it again
                 memo.queries[query] = tuple(q)
-            if not q:
-                continue
             terms.update((x.term, None) for x in q if x.term != WHEN_TERM)
-            if MOOD_WEIGHT > 0:
-                terms.update((mood_term(c), None) for c in sorted(moods(query[:MAX_QUERY_CHARS]) & NEGATIVE))
         if not terms:
             return
         terms.update((owner_key(o), None) for o in readers(user, private=private, chat=chat, notes=notes))
@@ -723,12 +727,9 @@ class Retriever:
         """
         memo = shared()
         built = memo.queries.get(query) if memo is not None and not context else None
-        q = list(built) if built is not None else build_query(query, context)
+        q = list(built) if built is not None else _with_moods(query, build_query(query, context))
         if not q:
             return []
-        if MOOD_WEIGHT > 0:
-            feel = moods(query[:MAX_QUERY_CHARS]) & NEGATIVE  # the message only: an old turn's mood is an old topic's
-            q += [QueryTerm(mood_term(c), MOOD_WEIGHT, False) for c in sorted(feel)]
         now = now or self.engine.clock.now()
         when = periods(normalize(query[:MAX_QUERY_CHARS]), now, tz) if WHEN_WEIGHT > 0 else []
         if when:

@@ -36,7 +36,7 @@ class SharedReads:
     listed: dict[tuple[str, str, str, str, tuple[object, ...]], list[sqlite3.Row]] = field(default_factory=dict)
     # (select, join, where) -> id -> its row, None when the statement found none
     by_id: dict[tuple[str, str, str], dict[int, sqlite3.Row | None]] = field(default_factory=dict)
-    # a query's text -> its built terms: words, not rows, so kept across stamps
+    # a query's text -> its built terms, its moods included: words, not rows, so kept across stamps
     queries: dict[str, tuple[QueryTerm, ...]] = field(default_factory=dict)
 
     def valid_at(self, stamp: tuple[int, int]) -> SharedReads:
