@@ -33,6 +33,7 @@ from .engine import MemoryEngine, content_hash, more_source_text, row_to_memory
 from .forgetting import retire_entries_on
 from .llm import Candidate, Fact
 from .retrieval import Retriever
+from .sharedreads import shared_reads
 from .projects import linked_projects, read_aliases
 from .scope import Chat, in_group, place, read_in, said_in, shared_with
 from .slots import BY_NAME as SLOT_BY_NAME, like_patterns, slots_of
@@ -187,11 +188,16 @@ class Consolidator:
         prepare = getattr(self.retriever, "prepare", None)
         if prepare is not None:  # hybrid recall: the texts' vectors in one request
             await prepare(asked)
-        for text in asked:
-            found = (await self.retriever.retrieve(owner, text, limit=self.per_query) if group is None else
-                     await self.retriever.retrieve(owner, text, limit=self.per_query, private=False, chat=group))
-            for hit in found:
-                best[hit.id] = max(best.get(hit.id, 0.0), hit.score)
+        # One line's retrieval per line, the rows and term counts read once
+        # for all of them (memory/sharedreads.py); a line said twice ("ok")
+        # finds the same hits again, so it is asked once.
+        with shared_reads():
+            await self._lexical().prefetch(owner, asked, private=group is None, chat=group)
+            for text in dict.fromkeys(asked):
+                found = (await self.retriever.retrieve(owner, text, limit=self.per_query) if group is None else
+                         await self.retriever.retrieve(owner, text, limit=self.per_query, private=False, chat=group))
+                for hit in found:
+                    best[hit.id] = max(best.get(hit.id, 0.0), hit.score)
         ranked = sorted(best, key=lambda i: -best[i])
         mems = await self.engine.get_many(ranked)
         # Only the owner's own active facts: a user's chat never rewrites
@@ -201,6 +207,10 @@ class Consolidator:
             and mems[i].status.value == "active" and (group is None or read_in(mems[i].provenance, group))
         ]
         return CandidateSet(tuple(chosen[: self.max_candidates]))
+
+    def _lexical(self) -> Retriever:
+        """The word index's retriever (hybrid recall's, under its vectors)."""
+        return self.retriever if isinstance(self.retriever, Retriever) else self.retriever.lexical
 
     async def recheck(
         self, owner: str, facts: Sequence[Fact], cands: CandidateSet, *, group: Chat | None = None
@@ -237,9 +247,12 @@ class Consolidator:
         prepare = getattr(self.retriever, "prepare", None)
         if prepare is not None:  # hybrid recall: the facts' vectors in one request
             await prepare([f.content for f in fresh])
-        for f in fresh:
-            hits = (await self.retriever.retrieve(owner, f.content, limit=self.per_query) if group is None else
-                    await self.retriever.retrieve(owner, f.content, limit=self.per_query, private=False, chat=group))
+        with shared_reads():
+            await self._lexical().prefetch(owner, [f.content for f in fresh], private=group is None, chat=group)
+            hits_of = [(f, await self.retriever.retrieve(owner, f.content, limit=self.per_query) if group is None else
+                        await self.retriever.retrieve(owner, f.content, limit=self.per_query, private=False, chat=group))
+                       for f in fresh]
+        for f, hits in hits_of:
             mems = await self.engine.get_many([h.id for h in hits])
             # Facts share their subject ("User ...", "用户..."): a hit that
             # shares only that scores like all the others. One about the

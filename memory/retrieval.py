@@ -72,6 +72,7 @@ from .mood import LEXICON, MOOD_TERMS, NEGATIVE, is_mood_term, mood_class, mood_
 from .timeref import Period, periods
 from .tokenize import normalize, query_terms, quote
 from .scope import Chat, shown_in
+from .sharedreads import current as shared
 from .types import GLOBAL_OWNER, Hit, Provenance
 from .zonehistory import current, lived_periods
 
@@ -111,6 +112,7 @@ TERM_CACHE_MAX = 20_000
 """Terms each document-count cache holds before it starts over: a chat's
 vocabulary fits, and a gateway left running for weeks between index writes
 keeps at most ~2-3 MB per cache rather than the ~16 MB that 100,000 took."""
+PREFETCH_TERMS = 500  # terms one prefetch asks about at most (SQLite allows 32,766 variables)
 OWN_TERMS_KEPT = 4096
 """Facts whose own terms (read in a group they were not said in) are kept
 between queries; tokenizing them again cost ~15 % of a group's query."""
@@ -177,6 +179,14 @@ def build_query(query: str, context: Sequence[str] = ()) -> list[QueryTerm]:
                 terms[t] = QueryTerm(t, w * CONTEXT_WEIGHT, False)
     ordered = sorted(terms.values(), key=lambda q: (not q.from_query, -q.weight))
     return ordered[:MAX_TERMS]
+
+
+def _with_moods(query: str, q: list[QueryTerm]) -> list[QueryTerm]:
+    """``q`` and the negative moods the message names, or [] when ``q`` is."""
+    if q and MOOD_WEIGHT > 0:
+        feel = moods(query[:MAX_QUERY_CHARS]) & NEGATIVE  # the message only: an old turn's mood is an old topic's
+        q += [QueryTerm(mood_term(c), MOOD_WEIGHT, False) for c in sorted(feel)]
+    return q
 
 
 @lru_cache(maxsize=CONTEXT_TURNS_KEPT)
@@ -612,12 +622,53 @@ class Retriever:
     async def _rows(
         self, t: _Tables, column: str, values: Sequence[object], select: str, join: str, where: str
     ) -> list[sqlite3.Row]:
-        """Indexed rows (with their indexed text) whose ``column`` is one of ``values``."""
+        """Indexed rows (with their indexed text) whose ``column`` is one of
+        ``values``; of memories, inside :func:`~memory.sharedreads.shared_reads`,
+        each read once for the batch (in any order: callers rank by score and id)."""
+        memo = shared()
+        if memo is None or t is not _MEMORIES:
+            return await self._read_rows(t, column, values, select, join, where)
+        memo = memo.valid_at(await self.engine.db.stamp(INDEX))
+        if column != "x.id":
+            key = (select, join, where, column, tuple(values))
+            if key not in memo.listed:
+                memo.listed[key] = await self._read_rows(t, column, values, select, join, where)
+            return memo.listed[key]
+        known = memo.by_id.setdefault((select, join, where), {})
+        ids = [v for v in dict.fromkeys(values) if isinstance(v, int)]
+        if missing := [i for i in ids if i not in known]:
+            read = await self._read_rows(t, column, missing, select, join, where)
+            known.update((r["id"], r) for r in read)
+            known.update((i, None) for i in missing if i not in known)
+        return [r for i in ids if (r := known[i]) is not None]
+
+    async def _read_rows(
+        self, t: _Tables, column: str, values: Sequence[object], select: str, join: str, where: str
+    ) -> list[sqlite3.Row]:
         return await self._fetch(
             f"""SELECT {select}, f.text AS _terms FROM {join} JOIN {t.fts} f ON f.rowid = x.id
                 WHERE {column} IN ({",".join("?" * len(values))}) {where}""",
             list(values),
         )
+
+    async def prefetch(self, user: str, queries: Sequence[str], *, private: bool = True,
+                       chat: Chat | None = None, notes: bool = False) -> None:
+        """Read the document counts of every term ``queries`` hold in one
+        statement, so that their :meth:`retrieve` calls (same arguments,
+        no context) find them cached (:meth:`_term_stats`, exact while the
+        index stamp holds) instead of each reading its own."""
+        terms: dict[str, None] = {}
+        memo = shared()
+        for query in queries:
+            q = _with_moods(query, build_query(query))
+            if memo is not None:  # retrieve() takes it from there rather than build it again
+                memo.queries[query] = tuple(q)
+            terms.update((x.term, None) for x in q if x.term != WHEN_TERM)
+        if not terms:
+            return
+        terms.update((owner_key(o), None) for o in readers(user, private=private, chat=chat, notes=notes))
+        terms.update((m, None) for m in MOOD_TERMS)
+        await self._term_stats(_MEMORIES, list(terms)[:PREFETCH_TERMS])
 
     async def _neighbours(
         self, scored: list[tuple[float, sqlite3.Row]], owners: Sequence[str], where: str
@@ -675,12 +726,11 @@ class Retriever:
         ``_global`` are favoured over other projects. With ``limit=None``
         the result also fits the injection budget (seed 001).
         """
-        q = build_query(query, context)
+        memo = shared()
+        built = memo.queries.get(query) if memo is not None and not context else None
+        q = list(built) if built is not None else _with_moods(query, build_query(query, context))
         if not q:
             return []
-        if MOOD_WEIGHT > 0:
-            feel = moods(query[:MAX_QUERY_CHARS]) & NEGATIVE  # the message only: an old turn's mood is an old topic's
-            q += [QueryTerm(mood_term(c), MOOD_WEIGHT, False) for c in sorted(feel)]
         now = now or self.engine.clock.now()
         # A fact is dated, and "yesterday" finds it, on the day it was where it was said (memory/zonehistory.py).
         tz = await self.engine.lived(user, tz)
