@@ -259,3 +259,45 @@ async def test_a_first_timezone_dates_what_was_said_before_in_it_as_before(
         await say(app, clock, "where is my umbrella?", bob)
         block = recalled(fake)
         assert "Ginza office" in block and "2026-05-04" in block and "2026-05-03" not in block, block
+
+
+async def test_a_gateway_zone_changed_between_runs_keeps_the_days_of_those_without_a_zone_of_their_own(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """gateway.timezone UTC, then Asia/Shanghai after a restart. Bob set
+    no zone: at 23:30 UTC on 10 Nov (07:30 on 11 Nov in Shanghai) he said
+    where his bike was, and that day's log is dated 10 Nov (UTC's). Read
+    on the new zone alone, the fact was "said on 11 Nov" and "yesterday"
+    on 12 Nov found it but not its day log; the gateway's old zone dates
+    what was said under it, as a traveller's does. Carol, who set Tokyo
+    herself, keeps her own days."""
+    bob, carol = "bob", "carol"
+    model = Model()
+    clock.set(datetime(2026, 11, 10, 12, 0, tzinfo=UTC))
+    async with running(tmp_path, model, clock) as (app, _):  # gateway.timezone unset: UTC
+        await say(app, clock, "/timezone Tokyo", carol)
+        clock.set(datetime(2026, 11, 10, 23, 30, tzinfo=UTC))
+        model.extractions.append(("bike", {"facts": [fact("Bob chained his bike at the east gate of the park",
+                                                          category="decision")], "summary": "the bike"}))
+        await say(app, clock, "I chained my bike at the east gate of the park", bob)
+        model.extractions.append(("scarf", {"facts": [fact("Carol left her red scarf at the Ueno cafe",
+                                                           category="decision")], "summary": "the scarf"}))
+        await say(app, clock, "I left my red scarf at the Ueno cafe", carol)  # 08:30 on 11 Nov in Tokyo
+        clock.advance(200)
+        assert app.extraction is not None
+        await app.extraction.tick()  # type: ignore[attr-defined]
+        assert model.extractions == []
+
+    clock.set(local("2026-11-12", "09:00", SHANGHAI))
+    async with running(tmp_path, model, clock, gateway={"timezone": "Asia/Shanghai"}) as (app, fake):
+        await say(app, clock, "where is my bike?", bob)
+        block = recalled(fake)
+        assert "east gate" in block and "2026-11-10" in block and "2026-11-11" not in block, block
+        await say(app, clock, "where is my red scarf?", carol)
+        block = recalled(fake)
+        assert "Ueno cafe" in block and "2026-11-11" in block and "2026-11-10" not in block, block
+        # Restarted on the same zone: nothing more recorded.
+    async with running(tmp_path, model, clock, gateway={"timezone": "Asia/Shanghai"}) as (app, fake):
+        await say(app, clock, "where is my bike?", bob)
+        block = recalled(fake)
+        assert "east gate" in block and "2026-11-10" in block and "2026-11-11" not in block, block
