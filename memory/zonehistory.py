@@ -192,10 +192,12 @@ async def drop_zones(conn: aiosqlite.Connection, owner: str) -> None:
     await conn.execute("DELETE FROM meta WHERE key = ?", (_key(owner),))
 
 
-async def move_zones(conn: aiosqlite.Connection, old: str, new: str) -> None:
-    """merge-identities: ``old``'s zones become ``new``'s unless ``new`` has its own."""
-    await conn.execute("UPDATE OR IGNORE meta SET key = ? WHERE key = ?", (_key(new), _key(old)))
-    await conn.execute("DELETE FROM meta WHERE key = ?", (_key(old),))
+async def move_zones(conn: aiosqlite.Connection, old: str, new: str) -> bool:
+    """merge-identities: ``old``'s zones become ``new``'s unless ``new`` has
+    its own. True when ``old`` had a record (moved or dropped)."""
+    moved = await conn.execute("UPDATE OR IGNORE meta SET key = ? WHERE key = ?", (_key(new), _key(old)))
+    dropped = await conn.execute("DELETE FROM meta WHERE key = ?", (_key(old),))
+    return moved.rowcount > 0 or dropped.rowcount > 0
 
 
 class Lived(tzinfo):

@@ -162,3 +162,17 @@ async def test_a_day_between_two_spans_is_read_on_todays_zone_as_its_moments_are
     may5 = [(at("2026-05-05", "00:00", NY), at("2026-05-06", "00:00", NY))]
     assert lived_periods(may5, lived) == may5
     assert local_day(format_ts(at("2026-05-05", "23:30", NY)), lived) == "2026-05-05"
+
+
+async def test_a_handle_with_no_memories_brings_its_zones_to_the_user_all_the_same(engine: MemoryEngine) -> None:
+    """merge-identities returned at once for a handle owning no rows and
+    left its zone record behind, under a name no erasure of the user reaches."""
+    from memory.merge import move_owner
+
+    await engine.zone_changed("tg:alice", TOKYO, since="", at=at("2026-05-05", "11:00", TOKYO))
+    assert await engine.lived("ann", NY) is NY
+    counts = await move_owner(engine, "tg:alice", "ann", job="merge")
+    assert not any(counts.values())  # no rows moved
+    assert [str(z) for _, _, z in await read_spans(engine.db, "ann")] == ["Asia/Tokyo"]
+    assert await read_spans(engine.db, "tg:alice") == ()
+    assert isinstance(await engine.lived("ann", NY), Lived)  # not the cached "never moved"
