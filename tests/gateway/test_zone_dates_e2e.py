@@ -301,3 +301,32 @@ async def test_a_gateway_zone_changed_between_runs_keeps_the_days_of_those_witho
         await say(app, clock, "where is my bike?", bob)
         block = recalled(fake)
         assert "east gate" in block and "2026-11-10" in block and "2026-11-11" not in block, block
+
+
+async def test_forget_all_names_the_zones_she_left_and_erases_them(tmp_path: Path, clock: ManualClock) -> None:
+    """Tokyo, then New York, then back on the gateway's zone: memory keeps
+    the two she left to date her days. /forget all's confirmation listed
+    her time zone setting and the rest, never those, though it erased them."""
+    from memory.zonehistory import read_spans
+
+    clock.set(local("2026-05-01", "09:00", TOKYO))
+    async with running(tmp_path, Model(), clock) as (app, _):
+        await say(app, clock, "/timezone Tokyo", ALICE)
+        clock.set(local("2026-05-04", "20:00", NY))
+        await say(app, clock, "/timezone New York", ALICE)
+        clock.advance(86400)
+        await say(app, clock, "/timezone reset", ALICE)
+        engine = app.backend.engine  # type: ignore[attr-defined]
+        assert len(await read_spans(engine.db, OWNER)) == 2
+        asked = await say(app, clock, "/forget all", ALICE)
+        assert "the 2 time zones you were in before (kept to date your days)" in asked, asked
+        done = await say(app, clock, f"/forget all {asked.rsplit(' ', 1)[1]}", ALICE)
+        assert done.startswith("Erased for good: ") and "the 2 time zones you were in before" in done, done
+        assert await read_spans(engine.db, OWNER) == ()
+
+        await say(app, clock, "/timezone 东京", ALICE)
+        clock.advance(3600)
+        await say(app, clock, "/timezone 上海", ALICE)
+        asked = await say(app, clock, "/forget 全部", ALICE)
+        assert "你之前所在的 1 个时区的记录（用来确定你说话那天的日期）" in asked, asked
+        assert "你设置的时区" in asked, asked
