@@ -330,3 +330,21 @@ async def test_forget_all_names_the_zones_she_left_and_erases_them(tmp_path: Pat
         asked = await say(app, clock, "/forget 全部", ALICE)
         assert "你之前所在的 1 个时区的记录（用来确定你说话那天的日期）" in asked, asked
         assert "你设置的时区" in asked, asked
+
+
+async def test_the_file_store_dates_her_lines_in_her_zone(tmp_path: Path, clock: ManualClock) -> None:
+    """Memory disabled (the file store), gateway on UTC, Alice in Tokyo:
+    at 23:30 UTC on 10 Nov her line went into 10 Nov's file at "23:30",
+    on the gateway's calendar, not hers (08:30 on 11 Nov)."""
+    from memory.filestore import FileMemory
+
+    clock.set(datetime(2026, 11, 10, 12, 0, tzinfo=UTC))
+    async with running(tmp_path, Model(), clock, memory={"enabled": False}) as (app, _):
+        assert isinstance(app.backend, FileMemory)
+        await say(app, clock, "/timezone Tokyo", ALICE)
+        clock.set(datetime(2026, 11, 10, 23, 30, tzinfo=UTC))
+        await say(app, clock, "the spare key is under the blue flowerpot", ALICE)
+        folder = app.backend.user_dir(OWNER)
+        [day] = [f for f in folder.iterdir() if f.name.startswith("2026-")]
+        assert day.name == "2026-11-11.md"
+        assert "- 08:30 user: the spare key is under the blue flowerpot" in day.read_text(encoding="utf-8")
