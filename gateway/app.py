@@ -354,6 +354,16 @@ class App:
             self.extraction.zone_of = self.timezones.get  # their messages' times and days, on their clock
         if self.compressor is not None:
             self.compressor.zone_of = self.timezones.get  # a user's day ends at their midnight
+        if self.backend is not None and self.backend.kind == "files":
+            from memory.filestore import FileMemory
+
+            assert isinstance(self.backend, FileMemory)
+            self.backend.zone_of = self.timezones.get  # each line dated where it is said, as it is written
+        if engine is not None:
+            engine.zone_of = self.timezones.get  # who is on the gateway's zone, and its old ones
+            if await engine.gateway_zone(self.tz, at=self.clock.now()):
+                log.info("gateway time zone changed since the last run: what was said before keeps its days",
+                         timezone=self.cfg.gateway.timezone)
         # Files sent in each chat lately, for file_read (kept in gateway.db).
         self.recent_files = RecentFiles(sessions.db, self.clock) if cfg.agent.documents.enabled else None
         if self.recent_files is not None:

@@ -777,6 +777,8 @@ def _counts(c: Census, zh: bool) -> str:
             parts.append("你开启的无痕模式设置")
         if c.timezone:
             parts.append("你设置的时区")
+        if c.zones:
+            parts.append(f"你之前所在的 {c.zones} 个时区的记录（用来确定你说话那天的日期）")
         return "、".join(parts)
     parts = [_n(c.memories, "memory", "memories"), _n(c.events, "conversation summary", "conversation summaries"),
              _n(c.messages, "message", "messages") + " of our conversations (every chat)"]
@@ -792,6 +794,9 @@ def _counts(c: Census, zh: bool) -> str:
         parts.append("your incognito setting (it goes off)")
     if c.timezone:
         parts.append("your time zone setting")
+    if c.zones:
+        parts.append(("the time zone" if c.zones == 1 else f"the {c.zones} time zones")
+                     + " you were in before (kept to date your days)")
     return ", ".join(parts)
 
 

@@ -74,13 +74,15 @@ class Census:
     # Settings they made, data about them too: incognito on, a time zone of theirs.
     incognito: bool = False
     timezone: bool = False
+    # The zones they left, kept in memory to date what they said there (memory/zonehistory.py).
+    zones: int = 0
     # Groups' notes drawn from what they said there (memory/groupnotes.py): erased with them.
     group_notes: int = 0
 
     @property
     def empty(self) -> bool:
         return not (self.memories or self.events or self.messages or self.jobs or self.files or self.waiting
-                    or self.incognito or self.timezone or self.group_notes)
+                    or self.incognito or self.timezone or self.zones or self.group_notes)
 
 
 class UserData:
@@ -148,7 +150,11 @@ class UserData:
         files = len(self.files.owned(user)) if self.files is not None else 0
         waiting = await self.inbox.owned(user, self.owner_of, besides=asking) if self.inbox is not None else 0
         return Census(memories=o.facts, events=o.events, messages=messages, jobs=jobs, files=files, waiting=waiting,
-                      incognito=quiet, timezone=zone, group_notes=o.group_notes)
+                      incognito=quiet, timezone=zone, zones=await self._zones_left(user), group_notes=o.group_notes)
+
+    async def _zones_left(self, user: str) -> int:
+        engine = getattr(self.backend, "engine", None)  # None: the file store, which keeps no zone history
+        return len(await read_spans(engine.db, user)) if engine is not None else 0
 
     async def export(self, user: str, *, asking: MessageKey | None = None) -> tuple[UserExport, OwnerIndex]:
         """What ``user``'s export starts from: their settings, scheduled jobs,
@@ -235,6 +241,7 @@ class UserData:
     async def _erase(self, user: str, *, asking: MessageKey | None) -> Census:
         if self.file_store is not None:
             await self.file_store.forget_all(user)  # bytes zeroed, then the folder
+        zones = await self._zones_left(user)  # memory's erasure below drops them (memory/zonehistory.py)
         mem = await self.backend.forget_all(user)
         messages = await self.outbox.forget_owner(user) if self.outbox is not None else 0
         # Where they live and their asking not to be learnt from are theirs too.
@@ -269,10 +276,10 @@ class UserData:
             if jobs:  # the jobs' words stay in cron.db's WAL until a checkpoint (as above)
                 await self.cron.db.checkpoint()
         out = Census(memories=mem.memories, events=mem.events, messages=messages, jobs=jobs, files=files,
-                     waiting=waiting, incognito=quiet, timezone=zone, group_notes=mem.group_notes)
+                     waiting=waiting, incognito=quiet, timezone=zone, zones=zones, group_notes=mem.group_notes)
         log.info("user forgotten", owner=user, memories=out.memories, events=out.events,
                  waiting=mem.waiting, messages=out.messages, inbox=waiting, edits=edits, jobs=out.jobs, files=mem.files, sent_files=files,
-                 incognito=quiet, timezone=zone)
+                 incognito=quiet, timezone=zone, zones=zones)
         return out
 
 
@@ -281,5 +288,5 @@ def _sum(parts: list[Census]) -> Census:
         memories=sum(c.memories for c in parts), events=sum(c.events for c in parts),
         messages=sum(c.messages for c in parts), jobs=sum(c.jobs for c in parts), files=sum(c.files for c in parts),
         waiting=sum(c.waiting for c in parts), incognito=any(c.incognito for c in parts), timezone=any(c.timezone for c in parts),
-        group_notes=sum(c.group_notes for c in parts),
+        zones=sum(c.zones for c in parts), group_notes=sum(c.group_notes for c in parts),
     )

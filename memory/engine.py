@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 import aiosqlite
 import structlog
 
-from .clock import Clock, SystemClock, format_ts, local_day
+from .clock import Clock, SystemClock, ZoneOf, format_ts, local_day
 from .cues import CUE_MARK, cue_text, join_terms, split_terms
 from .buffer import NOT_GONE, continue_ids, drop_owner_lines, reconcile
 from .db import Database
@@ -52,7 +52,7 @@ from .types import (
     Source,
     Status,
 )
-from .zonehistory import Lived, Span, drop_zones, read_spans, record_change
+from .zonehistory import Lived, Span, drop_zones, fill, gateway_started, read_gateway_spans, read_spans, record_change
 
 __all__ = [
     "Backlog",
@@ -342,6 +342,10 @@ class MemoryEngine:
         self._aliases: LRU[str, tuple[tuple[int, int], dict[str, str]]] = LRU(owners_kept)
         # owner -> the zones they were in before their current one (memory/zonehistory.py)
         self._zones: LRU[str, tuple[Span, ...]] = LRU(owners_kept)
+        self._gateway_zones: tuple[Span, ...] | None = None  # gateway.timezone's before its current one
+        # Who set a zone of their own (the gateway's: gateway/timezones.py); when
+        # None, no one is taken to be on the gateway's, its history unused.
+        self.zone_of: ZoneOf | None = None
         # (owner, include_global, ids, zone) -> ((stamp, day), Tier 1 markdown,
         # the ids it shows): the system prompt reads it for every message,
         # recall leaves out what it shows, and it changes rarely (a tier-1
@@ -763,7 +767,27 @@ class MemoryEngine:
         if spans is None:
             spans = await read_spans(self.db, owner)
             self._zones[owner] = spans
+        if self.zone_of is not None:
+            if self._gateway_zones is None:
+                self._gateway_zones = await read_gateway_spans(self.db)
+            if self._gateway_zones and await self._on_gateway_zone(owner):
+                spans = fill(spans, self._gateway_zones)  # what they said under gateway.timezone's old zones
         return Lived(tz or UTC, spans) if spans else tz
+
+    async def _on_gateway_zone(self, owner: str) -> bool:
+        assert self.zone_of is not None
+        try:
+            return await self.zone_of(owner) is None
+        except Exception as exc:  # gateway.db trouble: their own spans alone date them, as before
+            log.warning("user time zone not read", owner=owner, **error_fields(exc))
+            return False
+
+    async def gateway_zone(self, tz: tzinfo, *, at: datetime) -> bool:
+        """The gateway starts on ``tz``: the last run's zone, when another,
+        is kept for those who set none (memory/zonehistory.py). True when it was."""
+        changed = await gateway_started(self.db, tz, at=at)
+        self._gateway_zones = None
+        return changed
 
     async def zone_changed(self, owner: str, before: tzinfo, *, since: str, at: datetime) -> None:
         """``owner`` left ``before`` (in force since ``since``; "" unknown) at ``at``."""

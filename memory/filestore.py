@@ -56,7 +56,7 @@ from pathlib import Path
 import structlog
 
 from .backend import MemoryBackend, Turn
-from .clock import Clock, SystemClock
+from .clock import Clock, SystemClock, ZoneOf, owner_zone
 from .cues import safe_terms
 from .db import private_dirs
 from .engine import content_hash
@@ -469,8 +469,10 @@ def _matches(unit: str, terms: set[str], norm_text: str) -> bool:
 class FileMemory(MemoryBackend):
     """Markdown-file memory rooted at ``<workspace>/memory``.
 
-    ``tz`` sets where a day starts for the daily files (the gateway's
-    timezone); times in the logs are shown in it too.
+    ``tz`` is the gateway's timezone; a user's lines and daily files are
+    dated in their own zone (``zone_of``, /timezone) when written, the
+    gateway's when they set none. No history is kept: the zone then is
+    the zone the line was said in.
     """
 
     kind = "files"
@@ -488,6 +490,7 @@ class FileMemory(MemoryBackend):
         self.root = Path(workspace) / "memory"
         self.clock = clock or SystemClock()
         self.tz = tz
+        self.zone_of: ZoneOf | None = None  # each user's own (set by the App)
         self.recent_days = recent_days
         self.max_hits = max_hits
         self.max_profile_chars = max_profile_chars
@@ -528,9 +531,13 @@ class FileMemory(MemoryBackend):
                 found.append(MemoryFile(user, p, day))
         return sorted(found, key=lambda f: f.day or "")
 
-    def _local(self, at: datetime) -> datetime:
-        """``at`` in the gateway's timezone (naive: UTC), as the logs show times."""
-        return (at if at.tzinfo else at.replace(tzinfo=UTC)).astimezone(self.tz)
+    def _local(self, at: datetime, tz: tzinfo) -> datetime:
+        """``at`` in ``tz`` (naive: UTC), as the logs show times."""
+        return (at if at.tzinfo else at.replace(tzinfo=UTC)).astimezone(tz)
+
+    async def _zone(self, owner: str) -> tzinfo:
+        """``owner``'s zone now, what their lines are dated in: theirs, else the gateway's."""
+        return await owner_zone(self.zone_of, owner, self.tz)
 
     def today(self) -> date:
         return self.clock.now().astimezone(self.tz).date()
@@ -609,7 +616,8 @@ class FileMemory(MemoryBackend):
         store reads them ("上周", and loose words such as 最近)."""
         out = []
         for a, b in periods(normalize(query[:_MAX_QUERY_CHARS]), self.clock.now(), tz or self.tz, loose=True):
-            first, end = a.astimezone(self.tz), b.astimezone(self.tz)
+            # The days their logs are dated on: their zone's (each line dated in it when written).
+            first, end = a.astimezone(tz or self.tz), b.astimezone(tz or self.tz)
             whole = end.time() == datetime.min.time()  # 刚才 ends within a day: that day counts
             last = end.date() if whole else end.date() + timedelta(days=1)
             out.append((first.date().isoformat(), last.isoformat()))
@@ -922,20 +930,21 @@ class FileMemory(MemoryBackend):
         for t in fresh:
             by_owner.setdefault(t.owner, []).append(t)
         for owner, owned in by_owner.items():
+            tz = await self._zone(owner)
             async with self._lock(owner):
-                await asyncio.to_thread(self._buffer, owner, owned)
+                await asyncio.to_thread(self._buffer, owner, owned, tz)
         for t in fresh:
             if t.message_id:
                 self._seen[(t.owner, t.channel, t.chat_id, t.message_id, t.role)] = None
         while len(self._seen) > 2048:
             self._seen.popitem(last=False)
 
-    def _buffer(self, owner: str, turns: Sequence[Turn]) -> None:
+    def _buffer(self, owner: str, turns: Sequence[Turn], tz: tzinfo) -> None:
         d = self._ensure_user_dir(owner)
         per_day: dict[str, list[str]] = {}
         now = self.clock.now()
         for t in turns:
-            at = self._local(t.at or now)
+            at = self._local(t.at or now, tz)
             text = redact_credentials(clean_text(t.content)).strip()  # no credential in the files
             if not text:
                 continue
@@ -946,7 +955,8 @@ class FileMemory(MemoryBackend):
     # -- edited and recalled messages (gateway/revisions.py) ------------------
 
     def _logged_message(
-        self, parsed: Sequence[tuple[MemoryFile, str, list[_Entry]]], said: str, at: datetime | None
+        self, parsed: Sequence[tuple[MemoryFile, str, list[_Entry]]], said: str, at: datetime | None,
+        tz: tzinfo | None = None,
     ) -> _Entry | None:
         """The logged line of a user's message. The log has no message ids,
         so it is found by its words (``said``, whitespace collapsed; a
@@ -955,7 +965,8 @@ class FileMemory(MemoryBackend):
         else the newest line with those words (a message recalled or edited
         is a recent one; an older copy of the same words is another message).
         Without ``said``, only a single user line at ``at`` is taken."""
-        when = None if at is None else (self._local(at).date().isoformat(), f"{self._local(at):%H:%M}")
+        local = None if at is None else self._local(at, tz or self.tz)  # the owner's zone, as it was logged
+        when = None if local is None else (local.date().isoformat(), f"{local:%H:%M}")
         best: _Entry | None = None
         alone: list[_Entry] = []
         for f, _, entries in parsed:
@@ -1002,16 +1013,17 @@ class FileMemory(MemoryBackend):
         if not turn.message_id or not content or turn.role != "user":
             return "untracked"
         said = " ".join(redact_credentials(clean_text(before)).split())  # as it was logged
+        tz = await self._zone(turn.owner)
         async with self._lock(turn.owner):
-            outcome = await asyncio.to_thread(self._revise, turn, content, said)
+            outcome = await asyncio.to_thread(self._revise, turn, content, said, tz)
         log.info("edited message handed to memory", owner=turn.owner, store="files", outcome=outcome)
         return outcome
 
-    def _revise(self, turn: Turn, content: str, said: str) -> str:
+    def _revise(self, turn: Turn, content: str, said: str, tz: tzinfo) -> str:
         parsed = self._parsed_logs(turn.owner, long_term=False)
-        found = self._logged_message(parsed, said, turn.at)
+        found = self._logged_message(parsed, said, turn.at, tz)
         if found is None:
-            self._buffer(turn.owner, [replace(turn, content=f"{EDITED_MARK} {content}", at=None)])
+            self._buffer(turn.owner, [replace(turn, content=f"{EDITED_MARK} {content}", at=None)], tz)
             return "corrected"
         hhmm, role, words = _said_as(found)
         if words.startswith(f"{EDITED_MARK} ") and not content.startswith(EDITED_MARK):

@@ -35,7 +35,8 @@ the rename) is the same line: the handle's copy is dropped.
 One transaction over memory.db and the attached buffer file, atomic per
 file (SQLite commits memory.db first). Every statement selects by owner,
 so a run interrupted anywhere is finished by running it again, and a run
-with nothing left to move writes nothing, not even a log entry.
+with no rows left to move writes no log entry: a handle's zone record
+(memory/zonehistory.py) follows it even then.
 """
 
 from __future__ import annotations
@@ -111,6 +112,9 @@ async def move_owner(engine: MemoryEngine, old: str, new: str, *, job: str) -> d
     async with engine.db.transaction() as conn:
         counts = await _survey(conn.execute_fetchall, old, new)
         if not any(counts.values()):
+            # No rows, but where the handle was (/timezone) still follows it.
+            if await move_zones(conn, old, new):
+                engine.owners_changed(old, new)
             return counts
         at = engine.now()
         engine.owners_changed(old, new)

@@ -21,6 +21,12 @@ into the instants that were those days where the user was.
 Moments before the first span recorded (said before this was kept, or
 before the user first set a zone: the gateway's was a guess, not where
 they were) fall back to the current zone, as before.
+
+``gateway.timezone`` changed between runs moves everyone without a zone
+of their own at once: one shared record (:func:`gateway_started`, meta
+``gateway:zones``, the last run's zone in ``gateway:zone``) whose spans
+date, for those users, the moments their own spans leave (:func:`fill`),
+as their day logs were dated then.
 """
 
 from __future__ import annotations
@@ -38,11 +44,13 @@ from .clock import format_ts, parse_ts
 from .db import Database
 from .timeref import Period
 
-__all__ = ["Lived", "SPANS_KEPT", "current", "drop_zones", "lived_periods", "lived_wall", "move_zones", "read_spans",
-           "record_change", "zone_key"]
+__all__ = ["GATEWAY_ZONES", "Lived", "SPANS_KEPT", "current", "drop_zones", "fill", "gateway_started", "lived_periods",
+           "lived_wall", "move_zones", "read_gateway_spans", "read_spans", "record_change", "zone_key"]
 
 SPANS_KEPT = 200  # zone changes kept per user (a traveller's years); the oldest go first
 _PREFIX = "zones:"
+GATEWAY_ZONES = "gateway:zones"  # the gateway's zones before its current one, shared by all who set none
+_GATEWAY_NOW = "gateway:zone"  # [the zone the last run used, since when ("" : from the start)]
 _OFFSET = re.compile(r"^UTC([+-])(\d{2}):(\d{2})$")
 
 Span = tuple[str, str, tzinfo]  # since ("" : from the start), until (stamps), the zone in force
@@ -86,7 +94,16 @@ def _parse(value: str | None) -> list[tuple[str, str, str]]:
 
 async def read_spans(db: Database, owner: str) -> tuple[Span, ...]:
     """``owner``'s recorded zones, oldest first."""
-    row = await db.fetchone("SELECT value FROM meta WHERE key = ?", (_key(owner),))
+    return await _read(db, _key(owner))
+
+
+async def read_gateway_spans(db: Database) -> tuple[Span, ...]:
+    """The zones ``gateway.timezone`` named before its current one, oldest first."""
+    return await _read(db, GATEWAY_ZONES)
+
+
+async def _read(db: Database, key: str) -> tuple[Span, ...]:
+    row = await db.fetchone("SELECT value FROM meta WHERE key = ?", (key,))
     out: list[Span] = []
     for since, until, name in _parse(row[0] if row else None):
         tz = _zone(name)
@@ -104,20 +121,70 @@ async def record_change(db: Database, owner: str, before: tzinfo, *, since: str,
     """``owner``'s zone changed at ``at``; ``before`` was in force since
     ``since`` ("" when not known: their first zone, in force from the
     start), or since the last change recorded, whichever is later."""
-    until = format_ts(at)
     async with db.transaction() as conn:
-        async with conn.execute("SELECT value FROM meta WHERE key = ?", (_key(owner),)) as cur:
+        await _record(conn, _key(owner), before, since=since, at=at)
+
+
+async def _record(conn: aiosqlite.Connection, key: str, before: tzinfo, *, since: str, at: datetime) -> None:
+    until = format_ts(at)
+    async with conn.execute("SELECT value FROM meta WHERE key = ?", (key,)) as cur:
+        row = await cur.fetchone()
+    spans = _parse(row[0] if row else None)
+    # A clock stepped back: what it "recorded" after now is dropped.
+    spans = [s for s in spans if s[1] <= until]
+    start = max(since, spans[-1][1]) if spans else since
+    if start < until:
+        spans.append((start, until, zone_key(before)))
+    await conn.execute(
+        "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        (key, json.dumps(spans[-SPANS_KEPT:], separators=(",", ":"))),
+    )
+
+
+async def gateway_started(db: Database, tz: tzinfo, *, at: datetime) -> bool:
+    """The gateway starts on ``tz`` (``gateway.timezone``) at ``at``: when
+    the last run used another, that one's span is recorded (shared by all
+    who set no zone). True when it was. The first run that keeps this
+    takes its zone as in force from the start (it had no other known)."""
+    name = zone_key(tz)
+    async with db.transaction() as conn:
+        async with conn.execute("SELECT value FROM meta WHERE key = ?", (_GATEWAY_NOW,)) as cur:
             row = await cur.fetchone()
-        spans = _parse(row[0] if row else None)
-        # A clock stepped back: what it "recorded" after now is dropped.
-        spans = [s for s in spans if s[1] <= until]
-        start = max(since, spans[-1][1]) if spans else since
-        if start < until:
-            spans.append((start, until, zone_key(before)))
+        try:
+            last = json.loads(row[0]) if row else None
+        except ValueError:
+            last = None  # damaged (a hand edit): taken as the first run's
+        was, since = (str(last[0]), str(last[1])) if isinstance(last, list) and len(last) == 2 else ("", "")
+        if was == name:
+            return False
+        before = _zone(was) if was else None  # gone from tzdata: that span is dated on today's zone
+        changed = before is not None
+        if before is not None:
+            await _record(conn, GATEWAY_ZONES, before, since=since, at=at)
         await conn.execute(
             "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            (_key(owner), json.dumps(spans[-SPANS_KEPT:], separators=(",", ":"))),
+            (_GATEWAY_NOW, json.dumps([name, format_ts(at) if changed else ""], separators=(",", ":"))),
         )
+    return changed
+
+
+def fill(own: Sequence[Span], shared: Sequence[Span]) -> tuple[Span, ...]:
+    """``own`` spans with ``shared``'s (the gateway's) in the time they
+    leave: a user's own zone, where they set one, outranks the gateway's.
+    Stamps compare as text (format_ts); "" is the start of time."""
+    out = list(own)
+    for since, until, tz in shared:
+        pieces = [(since, until)]
+        for s, u, _ in own:
+            rest: list[tuple[str, str]] = []
+            for a, b in pieces:
+                if a < s:
+                    rest.append((a, min(b, s)))
+                if u < b:
+                    rest.append((max(a, u), b))
+            pieces = rest
+        out += [(a, b, tz) for a, b in pieces if a < b]
+    return tuple(sorted(out, key=lambda span: span[1]))
 
 
 async def drop_zones(conn: aiosqlite.Connection, owner: str) -> None:
@@ -125,10 +192,12 @@ async def drop_zones(conn: aiosqlite.Connection, owner: str) -> None:
     await conn.execute("DELETE FROM meta WHERE key = ?", (_key(owner),))
 
 
-async def move_zones(conn: aiosqlite.Connection, old: str, new: str) -> None:
-    """merge-identities: ``old``'s zones become ``new``'s unless ``new`` has its own."""
-    await conn.execute("UPDATE OR IGNORE meta SET key = ? WHERE key = ?", (_key(new), _key(old)))
-    await conn.execute("DELETE FROM meta WHERE key = ?", (_key(old),))
+async def move_zones(conn: aiosqlite.Connection, old: str, new: str) -> bool:
+    """merge-identities: ``old``'s zones become ``new``'s unless ``new`` has
+    its own. True when ``old`` had a record (moved or dropped)."""
+    moved = await conn.execute("UPDATE OR IGNORE meta SET key = ? WHERE key = ?", (_key(new), _key(old)))
+    dropped = await conn.execute("DELETE FROM meta WHERE key = ?", (_key(old),))
+    return moved.rowcount > 0 or dropped.rowcount > 0
 
 
 class Lived(tzinfo):
@@ -199,9 +268,16 @@ def lived_periods(when: Sequence[Period], tz: tzinfo | None) -> list[Period]:
             out.append((a, b))
             continue
         first, end = la.date(), lb.date()
-        bounds = [(datetime.min.replace(tzinfo=UTC), tz._sinces[0], tz.now)]  # before the first: today's zone
-        bounds += [(s, u, z) for s, u, z in zip(tz._sinces, tz._untils, (z for _, _, z in tz.spans), strict=True)]
-        bounds.append((tz._untils[-1], datetime.max.replace(tzinfo=UTC), tz.now))
+        # Before the first span, between two (a user's back on the gateway's
+        # zone, then set another), after the last: today's zone, as zone_at reads them.
+        bounds: list[tuple[datetime, datetime, tzinfo]] = []
+        prev = datetime.min.replace(tzinfo=UTC)
+        for s, u, (_, _, z) in zip(tz._sinces, tz._untils, tz.spans, strict=True):
+            if prev < s:
+                bounds.append((prev, s, tz.now))
+            bounds.append((s, u, z))
+            prev = u
+        bounds.append((prev, datetime.max.replace(tzinfo=UTC), tz.now))
         for since, until, zone in bounds:
             lo = datetime.combine(first, time(0), zone).astimezone(UTC)
             hi = datetime.combine(end, time(0), zone).astimezone(UTC)

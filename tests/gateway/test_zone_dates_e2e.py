@@ -259,3 +259,92 @@ async def test_a_first_timezone_dates_what_was_said_before_in_it_as_before(
         await say(app, clock, "where is my umbrella?", bob)
         block = recalled(fake)
         assert "Ginza office" in block and "2026-05-04" in block and "2026-05-03" not in block, block
+
+
+async def test_a_gateway_zone_changed_between_runs_keeps_the_days_of_those_without_a_zone_of_their_own(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """gateway.timezone UTC, then Asia/Shanghai after a restart. Bob set
+    no zone: at 23:30 UTC on 10 Nov (07:30 on 11 Nov in Shanghai) he said
+    where his bike was, and that day's log is dated 10 Nov (UTC's). Read
+    on the new zone alone, the fact was "said on 11 Nov" and "yesterday"
+    on 12 Nov found it but not its day log; the gateway's old zone dates
+    what was said under it, as a traveller's does. Carol, who set Tokyo
+    herself, keeps her own days."""
+    bob, carol = "bob", "carol"
+    model = Model()
+    clock.set(datetime(2026, 11, 10, 12, 0, tzinfo=UTC))
+    async with running(tmp_path, model, clock) as (app, _):  # gateway.timezone unset: UTC
+        await say(app, clock, "/timezone Tokyo", carol)
+        clock.set(datetime(2026, 11, 10, 23, 30, tzinfo=UTC))
+        model.extractions.append(("bike", {"facts": [fact("Bob chained his bike at the east gate of the park",
+                                                          category="decision")], "summary": "the bike"}))
+        await say(app, clock, "I chained my bike at the east gate of the park", bob)
+        model.extractions.append(("scarf", {"facts": [fact("Carol left her red scarf at the Ueno cafe",
+                                                           category="decision")], "summary": "the scarf"}))
+        await say(app, clock, "I left my red scarf at the Ueno cafe", carol)  # 08:30 on 11 Nov in Tokyo
+        clock.advance(200)
+        assert app.extraction is not None
+        await app.extraction.tick()  # type: ignore[attr-defined]
+        assert model.extractions == []
+
+    clock.set(local("2026-11-12", "09:00", SHANGHAI))
+    async with running(tmp_path, model, clock, gateway={"timezone": "Asia/Shanghai"}) as (app, fake):
+        await say(app, clock, "where is my bike?", bob)
+        block = recalled(fake)
+        assert "east gate" in block and "2026-11-10" in block and "2026-11-11" not in block, block
+        await say(app, clock, "where is my red scarf?", carol)
+        block = recalled(fake)
+        assert "Ueno cafe" in block and "2026-11-11" in block and "2026-11-10" not in block, block
+        # Restarted on the same zone: nothing more recorded.
+    async with running(tmp_path, model, clock, gateway={"timezone": "Asia/Shanghai"}) as (app, fake):
+        await say(app, clock, "where is my bike?", bob)
+        block = recalled(fake)
+        assert "east gate" in block and "2026-11-10" in block and "2026-11-11" not in block, block
+
+
+async def test_forget_all_names_the_zones_she_left_and_erases_them(tmp_path: Path, clock: ManualClock) -> None:
+    """Tokyo, then New York, then back on the gateway's zone: memory keeps
+    the two she left to date her days. /forget all's confirmation listed
+    her time zone setting and the rest, never those, though it erased them."""
+    from memory.zonehistory import read_spans
+
+    clock.set(local("2026-05-01", "09:00", TOKYO))
+    async with running(tmp_path, Model(), clock) as (app, _):
+        await say(app, clock, "/timezone Tokyo", ALICE)
+        clock.set(local("2026-05-04", "20:00", NY))
+        await say(app, clock, "/timezone New York", ALICE)
+        clock.advance(86400)
+        await say(app, clock, "/timezone reset", ALICE)
+        engine = app.backend.engine  # type: ignore[attr-defined]
+        assert len(await read_spans(engine.db, OWNER)) == 2
+        asked = await say(app, clock, "/forget all", ALICE)
+        assert "the 2 time zones you were in before (kept to date your days)" in asked, asked
+        done = await say(app, clock, f"/forget all {asked.rsplit(' ', 1)[1]}", ALICE)
+        assert done.startswith("Erased for good: ") and "the 2 time zones you were in before" in done, done
+        assert await read_spans(engine.db, OWNER) == ()
+
+        await say(app, clock, "/timezone 东京", ALICE)
+        clock.advance(3600)
+        await say(app, clock, "/timezone 上海", ALICE)
+        asked = await say(app, clock, "/forget 全部", ALICE)
+        assert "你之前所在的 1 个时区的记录（用来确定你说话那天的日期）" in asked, asked
+        assert "你设置的时区" in asked, asked
+
+
+async def test_the_file_store_dates_her_lines_in_her_zone(tmp_path: Path, clock: ManualClock) -> None:
+    """Memory disabled (the file store), gateway on UTC, Alice in Tokyo:
+    at 23:30 UTC on 10 Nov her line went into 10 Nov's file at "23:30",
+    on the gateway's calendar, not hers (08:30 on 11 Nov)."""
+    from memory.filestore import FileMemory
+
+    clock.set(datetime(2026, 11, 10, 12, 0, tzinfo=UTC))
+    async with running(tmp_path, Model(), clock, memory={"enabled": False}) as (app, _):
+        assert isinstance(app.backend, FileMemory)
+        await say(app, clock, "/timezone Tokyo", ALICE)
+        clock.set(datetime(2026, 11, 10, 23, 30, tzinfo=UTC))
+        await say(app, clock, "the spare key is under the blue flowerpot", ALICE)
+        folder = app.backend.user_dir(OWNER)
+        [day] = [f for f in folder.iterdir() if f.name.startswith("2026-")]
+        assert day.name == "2026-11-11.md"
+        assert "- 08:30 user: the spare key is under the blue flowerpot" in day.read_text(encoding="utf-8")

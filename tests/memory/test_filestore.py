@@ -662,3 +662,42 @@ async def test_a_group_line_is_kept_in_no_members_file_and_a_group_owner_gets_no
     assert "peanuts" not in logged and "lake trip" not in logged
     assert [p.name for p in (files.root / "users").iterdir()] == [files.user_dir("alice").name]
     assert not [h for h in await files.search("alice", "peanuts allergic")]
+
+
+async def test_lines_and_daily_files_are_dated_in_the_users_zone_when_written(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """The gateway runs on UTC; Alice set Tokyo. At 23:30 UTC on 10 Nov
+    (08:30 on 11 Nov in Tokyo) her line went into 2026-11-10.md at
+    "23:30": "yesterday" on her 12 Nov missed it, and an edit looked for
+    it at her minute. Bob set none: the gateway's."""
+    from zoneinfo import ZoneInfo
+
+    tokyo = ZoneInfo("Asia/Tokyo")
+    zones = {"alice": tokyo}
+
+    async def zone_of(user: str) -> ZoneInfo | None:
+        return zones.get(user)
+
+    files = FileMemory(tmp_path / "ws", clock)  # tz: UTC
+    files.zone_of = zone_of
+    await files.buffer([turn("alice", "the spare key is under the blue flowerpot", "2026-11-10T23:30:00", mid="7"),
+                        turn("bob", "the spare key is with the neighbour", "2026-11-10T23:30:00")])
+    alice, bob = files.user_dir("alice"), files.user_dir("bob")
+    assert sorted(p.name for p in alice.glob("2026-*.md")) == ["2026-11-11.md"]
+    assert "08:30" in (alice / "2026-11-11.md").read_text()
+    assert sorted(p.name for p in bob.glob("2026-*.md")) == ["2026-11-10.md"]
+    assert "23:30" in (bob / "2026-11-10.md").read_text()
+
+    clock.set(datetime(2026, 11, 12, 1, 0, tzinfo=UTC))  # 10:00 on 12 Nov in Tokyo
+    hits = await files.recall("alice", "what did I say yesterday?", tz=tokyo)
+    assert any("blue flowerpot" in h.content for h in hits), hits
+    # Her edit finds its line at her minute, however often the words were said.
+    said = turn("alice", "the spare key is under the red flowerpot", "2026-11-10T23:30:00", mid="7")
+    assert await files.revise(said, before="the spare key is under the blue flowerpot") == "replaced"
+    assert "red flowerpot" in (alice / "2026-11-11.md").read_text()
+    # A correction logged anew (no line found) is dated in her zone too.
+    clock.set(datetime(2026, 11, 12, 23, 0, tzinfo=UTC))  # 08:00 on 13 Nov in Tokyo
+    late = turn("alice", "the gate code is 4521", "2026-11-01T09:00:00", mid="8")
+    assert await files.revise(late, before="never logged") == "corrected"
+    assert "(edited) the gate code" in (alice / "2026-11-13.md").read_text()

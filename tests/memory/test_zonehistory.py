@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 
 from memory import ManualClock, MemoryEngine
 from memory.clock import format_ts, local_day
-from memory.zonehistory import Lived, lived_periods, lived_wall, read_spans
+from memory.zonehistory import Lived, lived_periods, lived_wall, read_gateway_spans, read_spans
 
 TOKYO, NY, BERLIN = ZoneInfo("Asia/Tokyo"), ZoneInfo("America/New_York"), ZoneInfo("Europe/Berlin")
 
@@ -114,3 +114,65 @@ async def test_a_damaged_record_is_read_as_none_and_the_next_change_starts_it_ag
         assert await engine.lived("alice", NY) is NY  # today's zone: as before any was kept
     await engine.zone_changed("alice", TOKYO, since="", at=at("2026-05-05", "11:00", TOKYO))
     assert [str(z) for _, _, z in await read_spans(engine.db, "alice")] == ["Asia/Tokyo"]
+
+
+async def test_the_gateways_old_zone_dates_what_those_without_their_own_said_under_it(engine: MemoryEngine) -> None:
+    """gateway.timezone UTC, then Shanghai from 10 Nov 12:00 UTC, then Berlin:
+    one shared record. Bob set no zone: what he said under UTC is dated
+    there. Carol set Tokyo: hers are hers. Alice left Tokyo for the
+    gateway's zone (/timezone reset) on 1 Nov: her Tokyo days stay Tokyo's."""
+    shanghai = ZoneInfo("Asia/Shanghai")
+    own = {"carol": TOKYO}
+
+    async def zone_of(user: str) -> ZoneInfo | None:
+        return own.get(user)
+
+    engine.zone_of = zone_of
+    assert not await engine.gateway_zone(UTC, at=at("2026-10-01", "00:00", UTC))  # the first run that keeps it
+    assert not await engine.gateway_zone(UTC, at=at("2026-10-02", "00:00", UTC))  # the same zone again
+    late = format_ts(at("2026-11-09", "23:30", UTC))  # 10 Nov in Shanghai
+    assert await engine.lived("bob", UTC) is UTC  # no history yet
+    assert await engine.gateway_zone(shanghai, at=at("2026-11-10", "12:00", UTC))
+    assert [(s, u, str(z)) for s, u, z in await read_gateway_spans(engine.db)] == [
+        ("", format_ts(at("2026-11-10", "12:00", UTC)), "UTC")]
+    assert local_day(late, await engine.lived("bob", shanghai)) == "2026-11-09"
+    assert local_day(format_ts(at("2026-11-11", "07:30", shanghai)), await engine.lived("bob", shanghai)) == "2026-11-11"
+    assert await engine.lived("carol", TOKYO) is TOKYO  # her own zone: the gateway's history is not hers
+    await engine.zone_changed("alice", TOKYO, since="", at=at("2026-11-01", "12:00", UTC))
+    alice = await engine.lived("alice", shanghai)
+    assert local_day(format_ts(at("2026-10-20", "08:30", TOKYO)), alice) == "2026-10-20"  # Tokyo's
+    assert local_day(late, alice) == "2026-11-09"  # back on the gateway's, then UTC
+    # A later change starts where the last ended; restarting on it records nothing.
+    assert await engine.gateway_zone(BERLIN, at=at("2026-12-01", "12:00", UTC))
+    assert not await engine.gateway_zone(BERLIN, at=at("2026-12-02", "12:00", UTC))
+    assert [str(z) for _, _, z in await read_gateway_spans(engine.db)] == ["UTC", "Asia/Shanghai"]
+    assert local_day(late, await engine.lived("bob", BERLIN)) == "2026-11-09"
+    # Without knowing who set a zone (no zone_of), no one is taken to be on the gateway's.
+    engine.zone_of = None
+    assert await engine.lived("bob", BERLIN) is BERLIN
+
+
+async def test_a_day_between_two_spans_is_read_on_todays_zone_as_its_moments_are() -> None:
+    """Tokyo until 3 May, back on the gateway's zone (New York today), then
+    Berlin from 8 May: 5 May, between them, is New York's 5 May; it was
+    left out of the days "5 May" named."""
+    spans = [("", format_ts(at("2026-05-03", "12:00", NY)), TOKYO),
+             (format_ts(at("2026-05-08", "12:00", NY)), format_ts(at("2026-05-10", "12:00", NY)), BERLIN)]
+    lived = Lived(NY, spans)
+    may5 = [(at("2026-05-05", "00:00", NY), at("2026-05-06", "00:00", NY))]
+    assert lived_periods(may5, lived) == may5
+    assert local_day(format_ts(at("2026-05-05", "23:30", NY)), lived) == "2026-05-05"
+
+
+async def test_a_handle_with_no_memories_brings_its_zones_to_the_user_all_the_same(engine: MemoryEngine) -> None:
+    """merge-identities returned at once for a handle owning no rows and
+    left its zone record behind, under a name no erasure of the user reaches."""
+    from memory.merge import move_owner
+
+    await engine.zone_changed("tg:alice", TOKYO, since="", at=at("2026-05-05", "11:00", TOKYO))
+    assert await engine.lived("ann", NY) is NY
+    counts = await move_owner(engine, "tg:alice", "ann", job="merge")
+    assert not any(counts.values())  # no rows moved
+    assert [str(z) for _, _, z in await read_spans(engine.db, "ann")] == ["Asia/Tokyo"]
+    assert await read_spans(engine.db, "tg:alice") == ()
+    assert isinstance(await engine.lived("ann", NY), Lived)  # not the cached "never moved"
