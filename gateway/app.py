@@ -65,6 +65,7 @@ from channels.base import BaseChannel, ChannelFatalError
 from memory.backend import MemoryBackend
 from memory.clock import Clock, SystemClock
 from memory.failover import EndpointCooldowns
+from memory.groupowner import chat_of
 from memory.identity import IdentityMap
 
 from .agent import Agent
@@ -516,7 +517,12 @@ class App:
         return self._erasures_held.erasing()
 
     async def _erase_asked(self, owner: str) -> dict[str, int]:
-        """``myclaw memory forget --user owner`` asked: erased as ``/forget all`` erases."""
+        """``myclaw memory forget --user owner`` asked: erased as ``/forget all``
+        erases; ``--group`` (a group's owner) as the bot's removal does, its
+        lines queued in this process drained first (``{"rows": n}``)."""
+        if (chat := chat_of(owner)) is not None:
+            assert self.backend is not None
+            return {"rows": await self.backend.forget_group(*chat)}
         census = await self._user_data.erase(owner)
         return {k: int(v) for k, v in vars(census).items() if v}
 
@@ -553,6 +559,8 @@ class App:
             on_written=(lambda _owner: wake()) if wake is not None else None, files=self._folders,
             identities=IdentityMap(self.cfg.memory.identities), erasing=self._chat_guard,
         )
+        # The page's group wipe drains this process's queued buffer writes first.
+        self.memory_web.admin.wipe_group = self.backend.forget_group
 
     async def _open_write_path(self, engine: Any) -> None:
         from memory.compression import Compressor
@@ -844,7 +852,7 @@ class App:
             # Said in the lock file once the rows an earlier run left are gone.
             requests, instance = ErasureRequests(self.sessions.db, self.clock), self._instance
             self._tasks.append(asyncio.create_task(
-                serve(requests, self._erase_asked, ready=lambda: instance.serves("erasures")), name="erasure-requests"))
+                serve(requests, self._erase_asked, ready=lambda: instance.serves("erasures", "group-erasures")), name="erasure-requests"))
 
     async def _start_channels(self, channels: list[BaseChannel], delivery: Delivery) -> None:
         try:

@@ -275,6 +275,10 @@ class MemoryAdmin:
         # restore committed: the gateway wakes the vectorizer, so hybrid
         # recall finds the new words now, not at its next interval.
         self.on_written = on_written
+        # The gateway's group wipe (``SqliteMemory.forget_group``): it first
+        # drains the buffer writes queued in that process, whose group lines
+        # would otherwise land after the erasure. None: memory.db alone.
+        self.wipe_group: Callable[[str, str], Awaitable[int]] | None = None
 
     def _written(self, owner: str) -> None:
         if self.on_written is not None:
@@ -319,6 +323,8 @@ class MemoryAdmin:
         if group_owner(channel, chat_id) not in await self.engine.owners():
             raise NotFound(f"no memory is kept for the group {channel}:{chat_id}", key="err_group_unknown",
                            group=f"{channel}:{chat_id}")
+        if self.wipe_group is not None:
+            return await self.wipe_group(channel, chat_id)
         return sum((await forget_group(self.engine, channel, chat_id)).values())
 
     async def stats(self, owner: str) -> Stats:
