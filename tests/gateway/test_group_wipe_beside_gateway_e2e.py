@@ -82,14 +82,23 @@ async def test_the_cli_asks_the_running_gateway_and_the_page_drains_its_queued_l
                     in out and "1 row" in out), out
             assert await _rows(engine) == 0
 
-            # The page's wipe while a group line is queued for the group commit, not yet written.
+            # The page's wipe while group lines wait for the group commit:
+            # one statement queued at the writer (busy with a long statement),
+            # the next line queued in the batcher behind it.
             await _note(engine)
             assert app.backend is not None and app.memory_web is not None
-            queued = asyncio.create_task(app.backend.buffer([_line("we land at nine")]))
-            await asyncio.sleep(0)  # queued in the batcher, its statement not run yet
+            busy = asyncio.create_task(engine.db.write(
+                "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 2000000) "
+                "SELECT count(*) FROM c"))
+            await asyncio.sleep(0)
+            first = asyncio.create_task(app.backend.buffer([_line("we land at nine")]))
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)  # its statement sent to the writer, behind the long one
+            second = asyncio.create_task(app.backend.buffer([_line("the car is at gate B")]))
+            await asyncio.sleep(0)  # queued in the batcher behind it
             await app.memory_web.admin.forget_group(f"{FAMILY[0]}:{FAMILY[1]}")
-            await asyncio.wait_for(queued, 10)
-            assert await _rows(engine) == 0  # the line went with the rest, not written after
+            await asyncio.wait_for(asyncio.gather(busy, first, second), 10)
+            assert await _rows(engine) == 0  # both lines went with the rest, none written after
         finally:
             await asyncio.wait_for(app.close(), 30)
 
