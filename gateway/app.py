@@ -521,7 +521,10 @@ class App:
         erases; ``--group`` (a group's owner) as the bot's removal does, its
         lines queued in this process drained first (``{"rows": n}``)."""
         if (chat := chat_of(owner)) is not None:
-            assert self.backend is not None
+            from memory.service import SqliteMemory
+
+            if not isinstance(self.backend, SqliteMemory):  # memory off: told to the CLI, which says so
+                raise RuntimeError("a group's memory is erased by the SQLite store only")
             return {"rows": await self.backend.forget_group(*chat)}
         census = await self._user_data.erase(owner)
         return {k: int(v) for k, v in vars(census).items() if v}
@@ -559,8 +562,10 @@ class App:
             on_written=(lambda _owner: wake()) if wake is not None else None, files=self._folders,
             identities=IdentityMap(self.cfg.memory.identities), erasing=self._chat_guard,
         )
-        # The page's group wipe drains this process's queued buffer writes first.
-        self.memory_web.admin.wipe_group = self.backend.forget_group
+        from memory.service import SqliteMemory
+
+        if isinstance(self.backend, SqliteMemory):  # its group wipe drains this process's queued lines first
+            self.memory_web.admin.wipe_group = self.backend.forget_group
 
     async def _open_write_path(self, engine: Any) -> None:
         from memory.compression import Compressor
