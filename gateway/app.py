@@ -369,6 +369,9 @@ class App:
                                    handles_of=identities.handles)
         if self.memory_web is not None:  # the page's export of a user holds what the CLI's does beside memory
             self.memory_web.kept = self._user_data.kept
+            from .web._kept_owners import KeptOwners  # its user list names them too, read once a TTL
+
+            self.memory_web.admin.kept_owners = KeptOwners(self._user_data.owners).get
         self.llm = FailoverLLM.from_config(
             cfg.provider, cfg.agent.model, cfg.agent.fallbacks, self.clock, client=self.http_client,
             cooldowns=self.cooldowns,
