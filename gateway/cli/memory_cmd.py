@@ -579,7 +579,8 @@ def _built_on(plan: Erasure) -> str:
 @user_option
 @click.option("--group", "group", metavar="CHANNEL:CHAT_ID",
               help="Instead of a user: erase one group's own memory (its notes, days and waiting lines), "
-                   "as the bot's removal from it does; its members' own memories stay.")
+                   "as the bot's removal from it does; its members' own memories stay. Beside a running "
+                   "gateway it asks the gateway to erase it.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @db_option
 @shares_data
