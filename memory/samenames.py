@@ -9,7 +9,6 @@ their label; a tagged label says its name was shared when written)."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 
@@ -22,8 +21,8 @@ _TAGGED = re.compile(r"^(.*) #[0-9a-f]{4}$")
 
 async def shared_names(db: Database, owner: str, label: Callable[[str], str]) -> set[str]:
     """The names (casefolded, as ``label`` shows them) that two members of
-    the group ``owner`` have been seen with. One indexed read of the
-    group's buffered lines and one of its notes' and days' provenance."""
+    the group ``owner`` have been seen with: its buffered lines, its notes'
+    and days' provenance, read by the owner's index."""
     who: dict[str, set[str]] = {}
     shared: set[str] = set()
 
@@ -36,27 +35,22 @@ async def shared_names(db: Database, owner: str, label: Callable[[str], str]) ->
         "WHERE owner = ? AND role = 'user'", (owner,))
     for name, member in rows:
         seen(label(str(name or "")), str(member or ""))
-    rows = await db.fetchall(
-        "SELECT json_extract(provenance, '$.speakers'), json_extract(provenance, '$.said_by') FROM memories "
-        "WHERE owner = ? UNION ALL SELECT json_extract(provenance, '$.speakers'), "
-        "json_extract(provenance, '$.said_by') FROM daily_events WHERE owner = ?", (owner, owner))
-    for speakers_json, said_json in rows:
-        speakers = _strings(speakers_json)
-        said_by = _strings(said_json)
-        for name in said_by:
-            if (m := _TAGGED.match(name)) is not None:
+    # Reduced to distinct pairs and tagged labels in SQL, on the reader
+    # thread: a big group's thousands of notes are not parsed on the event loop.
+    for table in ("memories", "daily_events"):
+        rows = await db.fetchall(
+            f"SELECT DISTINCT json_extract(provenance, '$.said_by[0]'), json_extract(provenance, '$.speakers[0]') "
+            f"FROM {table} WHERE owner = ? AND json_array_length(provenance, '$.speakers') = 1 "
+            "AND json_array_length(provenance, '$.said_by') = 1", (owner,))
+        for name, member in rows:
+            if isinstance(name, str) and _TAGGED.match(name) is None:
+                seen(name, str(member or ""))  # one member's lines: that member went by that name
+        rows = await db.fetchall(
+            f"SELECT DISTINCT s.value FROM {table}, json_each({table}.provenance, '$.said_by') s "
+            f"WHERE {table}.owner = ? AND s.value GLOB '* #[0-9a-f][0-9a-f][0-9a-f][0-9a-f]'", (owner,))
+        for (name,) in rows:
+            if isinstance(name, str) and (m := _TAGGED.match(name)) is not None:
                 shared.add(m.group(1).casefold())  # tagged when written: two members had it then
-        if len(speakers) == 1 and len(said_by) == 1 and _TAGGED.match(said_by[0]) is None:
-            seen(said_by[0], speakers[0])  # one member's lines: that member went by that name
     shared.update(name for name, members in who.items() if len(members) > 1)
     return shared
 
-
-def _strings(value: object) -> list[str]:
-    if not isinstance(value, str):
-        return []
-    try:
-        got = json.loads(value)
-    except ValueError:
-        return []
-    return [str(v) for v in got if isinstance(v, str)] if isinstance(got, list) else []
