@@ -65,6 +65,7 @@ from channels.base import BaseChannel, ChannelFatalError
 from memory.backend import MemoryBackend
 from memory.clock import Clock, SystemClock
 from memory.failover import EndpointCooldowns
+from memory.groupowner import chat_of
 from memory.identity import IdentityMap
 
 from .agent import Agent
@@ -378,6 +379,9 @@ class App:
                                    handles_of=identities.handles)
         if self.memory_web is not None:  # the page's export of a user holds what the CLI's does beside memory
             self.memory_web.kept = self._user_data.kept
+            from .web._kept_owners import KeptOwners  # its user list names them too, read once a TTL
+
+            self.memory_web.admin.kept_owners = KeptOwners(self._user_data.owners).get
         self.llm = FailoverLLM.from_config(
             cfg.provider, cfg.agent.model, cfg.agent.fallbacks, self.clock, client=self.http_client,
             cooldowns=self.cooldowns,
@@ -526,7 +530,15 @@ class App:
         return self._erasures_held.erasing()
 
     async def _erase_asked(self, owner: str) -> dict[str, int]:
-        """``myclaw memory forget --user owner`` asked: erased as ``/forget all`` erases."""
+        """``myclaw memory forget --user owner`` asked: erased as ``/forget all``
+        erases; ``--group`` (a group's owner) as the bot's removal does, its
+        lines queued in this process drained first (``{"rows": n}``)."""
+        if (chat := chat_of(owner)) is not None:
+            from memory.service import SqliteMemory
+
+            if not isinstance(self.backend, SqliteMemory):  # memory off: told to the CLI, which says so
+                raise RuntimeError("a group's memory is erased by the SQLite store only")
+            return {"rows": await self.backend.forget_group(*chat)}
         census = await self._user_data.erase(owner)
         return {k: int(v) for k, v in vars(census).items() if v}
 
@@ -563,6 +575,10 @@ class App:
             on_written=(lambda _owner: wake()) if wake is not None else None, files=self._folders,
             identities=IdentityMap(self.cfg.memory.identities), erasing=self._chat_guard,
         )
+        from memory.service import SqliteMemory
+
+        if isinstance(self.backend, SqliteMemory):  # its group wipe drains this process's queued lines first
+            self.memory_web.admin.wipe_group = self.backend.forget_group
 
     async def _open_write_path(self, engine: Any) -> None:
         from memory.compression import Compressor
@@ -854,7 +870,7 @@ class App:
             # Said in the lock file once the rows an earlier run left are gone.
             requests, instance = ErasureRequests(self.sessions.db, self.clock), self._instance
             self._tasks.append(asyncio.create_task(
-                serve(requests, self._erase_asked, ready=lambda: instance.serves("erasures")), name="erasure-requests"))
+                serve(requests, self._erase_asked, ready=lambda: instance.serves("erasures", "group-erasures")), name="erasure-requests"))
 
     async def _start_channels(self, channels: list[BaseChannel], delivery: Delivery) -> None:
         try:

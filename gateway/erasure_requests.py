@@ -1,4 +1,4 @@
-"""``myclaw memory forget --user`` asking a running gateway to erase a user.
+"""``myclaw memory forget --user`` (or ``--group``) asking a running gateway to erase.
 
 The CLI erasing the files beside a running gateway misses what that
 process holds: their messages queued or at the model (answered and stored

@@ -46,7 +46,7 @@ import asyncio
 import contextlib
 import re
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence, Set
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, tzinfo
 from zoneinfo import ZoneInfo
@@ -62,6 +62,7 @@ from .engine import MemoryEngine
 from .errorlog import error_brief, error_fields
 from .llm import Fact, LLMOverflow, MemoryLLM, MemoryLLMError
 from .groupowner import is_group_owner, member_tag
+from .samenames import shared_names
 from .scope import in_group
 from .service import SqliteMemory, original_message_id
 from .types import Provenance, Source
@@ -513,14 +514,15 @@ class ExtractionService:
         # Each line dated where the user was when they said it (memory/zonehistory.py).
         return await self.engine.lived(owner, await owner_zone(self.zone_of, owner, self.tz)) or self.tz
 
-    def _conversation(self, rows: Sequence[_Row], tz: tzinfo, *, group: bool = False, notes: bool = False) -> list[str]:
+    def _conversation(self, rows: Sequence[_Row], tz: tzinfo, *, group: bool = False, notes: bool = False,
+                      shared: Set[str] = frozenset()) -> list[str]:
         """One line per message (the model sees them numbered L1..LN). In a
         group the bot's replies are marked as not the user's: they answer
         everyone and may repeat another member's words. A group's own batch
         (``notes``) shows each member's line under their name."""
         lines = []
         day = None
-        labels = _speaker_labels(rows) if notes else []
+        labels = _speaker_labels(rows, shared) if notes else []
         for i, r in enumerate(rows):
             at = parse_ts(r.created_at).astimezone(tz)
             # The day heads a line only where it changes (rule 6): repeated on
@@ -592,8 +594,10 @@ class ExtractionService:
             cands = await with_corrected(self.engine, owner, rows, cands)
             await self._step("candidates", owner)
             tz = await self._zone(owner)
-            conversation = self._conversation(rows, tz, group=group, notes=notes)
-            labels = _speaker_labels(rows) if notes else []
+            # A name two members of the group have had is tagged in every batch (memory/samenames.py).
+            named_twice = await shared_names(self.engine.db, owner, _speaker_label) if notes else set()
+            conversation = self._conversation(rows, tz, group=group, notes=notes, shared=named_twice)
+            labels = _speaker_labels(rows, named_twice) if notes else []
             said = [r.content for r in rows]
             extraction = await self.llm.extract(conversation, cands.for_prompt(), group=group, words=said, notes=notes)
             chat = (first.channel, first.chat_id) if group else None
@@ -734,18 +738,20 @@ _NOTES_REPLY = "assistant (the bot, to the group; not a member's words)"
 """How a bot's reply is labelled in a group's own batch (its notes)."""
 
 
-def _speaker_labels(rows: Sequence[_Row]) -> list[str]:
+def _speaker_labels(rows: Sequence[_Row], shared: Set[str] = frozenset()) -> list[str]:
     """Each line's label in a group's own batch ('' for the bot's replies):
     the member's name (:func:`_speaker_label`), and when two members of the
-    batch share it, the tag the chat prompt tells them apart by
-    (``Dad #3f9a``, memory/groupowner.py ``member_tag``), so a note is
-    never read as the other one's."""
+    batch, or of the group ever (``shared``, casefolded: memory/samenames.py),
+    had it, the tag the chat prompt tells them apart by (``Dad #3f9a``,
+    memory/groupowner.py ``member_tag``), so a note is never read as the
+    other one's, nor one member named two ways."""
     names = [_speaker_label(r.speaker_name) if r.role == "user" else "" for r in rows]
     who: dict[str, set[str]] = {}
     for r, name in zip(rows, names, strict=True):
         if name:
             who.setdefault(name.casefold(), set()).add(r.sender_id or r.speaker)
-    return [f"{name} #{member_tag(r.sender_id or r.speaker)}" if name and len(who[name.casefold()]) > 1 else name
+    return [f"{name} #{member_tag(r.sender_id or r.speaker)}"
+            if name and (len(who[name.casefold()]) > 1 or name.casefold() in shared) else name
             for r, name in zip(rows, names, strict=True)]
 
 

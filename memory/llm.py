@@ -547,12 +547,18 @@ _GROUP_NOTE = (
 
 _NOTES_NOTE = (
     "The {source} is a GROUP chat's, learnt as the GROUP's own notes, which every member may read there, not as "
-    "any one user's: each line is labelled with the member who said it, the bot's replies marked as its own. "
+    "any one user's: {lines} "
     "Write what the group decided, planned or assigned (who does what), the dates set, and what members stated "
     "about shared matters, each fact naming the person it is about or who said it (\"Dad is booking the hotel "
-    "for the lake trip\", \"Lin: 2.0 ships on March 3\"), never \"the user\". A fact only the bot's reply "
-    "states is none. Never a password, key or other secret. The summary tells what the group discussed, by name."
+    "for the lake trip\", \"Lin: 2.0 ships on March 3\"), never \"the user\". {reply}Never a password, key "
+    "or other secret. The summary tells what the group discussed, by name."
 )
+# What a group's input lines are: its batch's lines as said, or (the daily
+# compression's event log) the summaries of its day, which name the members.
+_NOTES_SAID = ("each line is labelled with the member who said it, the bot's replies marked as its own.",
+               "A fact only the bot's reply states is none. ")
+_NOTES_DAY = ("each line is a summary of the group's talk, dated and tagged with the channel it was said on "
+              "([telegram], [feishu]), naming the members it tells of.", "")
 
 
 _SECOND_LOOK = (
@@ -827,9 +833,10 @@ class MemoryLLM:
         # Before the L-numbers, which are Latin letters too.
         lang = dominant_language("\n".join(rows if words is None else words))
         conversation = "\n".join(f"L{i} {line}" for i, line in enumerate(rows, start=1))
+        lines, reply = _NOTES_SAID if source == "conversation" else _NOTES_DAY
         parts = [
             f"The {source} below is mainly in {lang}: write the facts and the summary in {lang}.",
-            *([_NOTES_NOTE.format(source=source)] if notes else [_GROUP_NOTE.format(source=source)] if group else []),
+            *([_NOTES_NOTE.format(source=source, lines=lines, reply=reply)] if notes else [_GROUP_NOTE.format(source=source)] if group else []),
             "",
             "Existing memories:",
             _numbered(candidates) or "(none)",

@@ -579,7 +579,8 @@ def _built_on(plan: Erasure) -> str:
 @user_option
 @click.option("--group", "group", metavar="CHANNEL:CHAT_ID",
               help="Instead of a user: erase one group's own memory (its notes, days and waiting lines), "
-                   "as the bot's removal from it does; its members' own memories stay.")
+                   "as the bot's removal from it does; its members' own memories stay. Beside a running "
+                   "gateway it asks the gateway to erase it.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @db_option
 @shares_data
@@ -870,6 +871,27 @@ def _forget_group(db: Path, place: str, yes: bool) -> None:
     if not yes and not confirm(f"Erase the memory of the group {name} for good (its notes, days and lines "
                                "waiting to be learnt)? Its members' own memories stay. This cannot be undone."):
         raise click.ClickException("cancelled; nothing changed")
+
+    # Beside a running gateway its lines of the group queued in memory would
+    # land after an erasure made here: it is asked to erase (its own queue
+    # drained first), as --user asks it; one that does not take that is refused.
+    from gateway.datalock import running_pid, running_serves
+
+    paths = Paths.from_env()
+    if (pid := running_pid(paths.data_dir)) is not None:
+        if not running_serves(paths.data_dir, "group-erasures") or not paths.gateway_db().exists():
+            raise click.ClickException(
+                f"{_running(pid)} does not take a group's erasure (an older gateway, or one still starting), and "
+                "the group's lines it holds would be written back after one made here; erase it from the memory "
+                "page's Groups list, or stop the gateway and run this again; nothing was erased")
+        done = run(_asked(paths, group_owner(channel, chat_id)))
+        if done is not None:
+            click.echo(f"{_running(pid)} erased the memory of the group {name}: "
+                       + (_counted("rows", done["rows"]) if done.get("rows") else "nothing was left"))
+            return
+        if running_pid(paths.data_dir) is not None:
+            raise click.ClickException(f"{_running(pid)} did not do the erasure (not taken within {TAKE_WAIT:g} s "
+                                       "or failed: its log says which); nothing was erased")
 
     async def erase() -> dict[str, int]:
         async with open_engine(db) as engine:

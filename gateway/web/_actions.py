@@ -275,6 +275,13 @@ class MemoryAdmin:
         # restore committed: the gateway wakes the vectorizer, so hybrid
         # recall finds the new words now, not at its next interval.
         self.on_written = on_written
+        # The gateway's group wipe (``SqliteMemory.forget_group``): it first
+        # drains the buffer writes queued in that process, whose group lines
+        # would otherwise land after the erasure. None: memory.db alone.
+        self.wipe_group: Callable[[str, str], Awaitable[int]] | None = None
+        # Who the gateway keeps anything of beside memory (its UserData.owners,
+        # cached: gateway/web/_kept_owners.py), listed by users() too. None: memory.db alone.
+        self.kept_owners: Callable[[], Awaitable[builtins.list[str]]] | None = None
 
     def _written(self, owner: str) -> None:
         if self.on_written is not None:
@@ -283,9 +290,11 @@ class MemoryAdmin:
     # -- reading -----------------------------------------------------------------
 
     async def users(self) -> list[UserSummary]:
-        """Every owner with memories, events or buffered messages, and ``_global``."""
+        """Every owner with memories, events or buffered messages, those the
+        gateway keeps anything else of (:attr:`kept_owners`), and ``_global``."""
         counts: dict[str, dict[str, int]] = {GLOBAL_OWNER: {}}
-        for name in await self.engine.owners():
+        kept = await self.kept_owners() if self.kept_owners is not None else []
+        for name in [*await self.engine.owners(), *kept]:
             if not is_group_owner(name):  # a group's own memory: groups(), never a person
                 counts.setdefault(name, {})
         rows = await self.engine.db.fetchall("SELECT owner, status, COUNT(*) FROM memories GROUP BY owner, status")
@@ -319,6 +328,8 @@ class MemoryAdmin:
         if group_owner(channel, chat_id) not in await self.engine.owners():
             raise NotFound(f"no memory is kept for the group {channel}:{chat_id}", key="err_group_unknown",
                            group=f"{channel}:{chat_id}")
+        if self.wipe_group is not None:
+            return await self.wipe_group(channel, chat_id)
         return sum((await forget_group(self.engine, channel, chat_id)).values())
 
     async def stats(self, owner: str) -> Stats:

@@ -93,3 +93,33 @@ async def test_users_whose_messages_are_being_answered_or_queued_are_exported_fr
         assert await app.loop.drain(5)  # type: ignore[union-attr]
     for said in ("PANGOLIN88", "WOMBAT42"):
         assert said not in r.text and said not in md.output
+
+
+async def test_users_with_only_history_or_inbox_rows_are_listed_in_the_pages_sidebar(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Alice (a history row only) and Bob (an inbox row only) are exportable
+    by ``?user=``, so the page's user list and ``/memory/api/users`` name
+    them too; gateway.db is read for it at most once a TTL, not each render."""
+    monkeypatch.setenv("MYCLAW_HOME", str(tmp_path))
+    model, clock = Model(), ManualClock("2026-03-02T10:00:00Z")
+    async with running(tmp_path, model, clock, gateway=PAGE) as (app, fake):
+        hold = fake.queue_hold("hello alice")
+        echo = app.channels["echo"]
+        for n, (who, words) in enumerate((("alice", "my locker is PANGOLIN88"), ("bob", "my bike is WOMBAT42"))):
+            await echo.publish(InboundMessage(channel="echo", chat_id="c-shared", sender_id=who,  # type: ignore[attr-defined]
+                                              text=words, message_id=str(n + 1), timestamp=clock.now()))
+        for _ in range(500):
+            if fake.requests and await app.inbox.owned("echo:bob", lambda c, s: f"{c}:{s}"):  # type: ignore[union-attr]
+                break
+            await asyncio.sleep(0.01)
+        assert fake.requests, "alice's turn never reached the model"
+        assert not {"echo:alice", "echo:bob"} & set(await app.backend.engine.owners())  # type: ignore[union-attr]
+        async with httpx.AsyncClient(base_url=app.http.url, headers={"Authorization": f"Bearer {ADMIN}"},  # type: ignore[union-attr]
+                                     timeout=10) as c:
+            users = [u["user"] for u in (await c.get("/memory/api/users")).json()["users"]]
+            page = (await c.get("/memory")).text
+        assert {"echo:alice", "echo:bob"} <= set(users), users
+        assert "echo:alice" in page and "echo:bob" in page
+        hold.set()
+        assert await app.loop.drain(5)  # type: ignore[union-attr]

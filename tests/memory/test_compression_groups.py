@@ -73,3 +73,19 @@ async def test_a_week_of_a_groups_days_is_compressed_once_each_into_notes_naming
     gone = await forget_speaker(engine, DAD)
     assert gone["notes"] == 7
     assert not [m for m in await engine.list_memories(owner, limit=100) if DAD in m.provenance.speakers]
+
+
+async def test_a_groups_day_prompt_says_its_lines_are_summaries_tagged_by_channel_not_members_lines(
+    engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """A group's day is its summaries, each tagged ``[channel]``: the notes'
+    prompt must not tell the model each line is labelled with the member
+    who said it (the batch's wording), which a summary is not."""
+    await _group_day(engine, "2026-02-27", "Dad planned the lake trip's first stop", (DAD, "Dad"))
+    fake.responder = lambda body: Reply(reply([], "x"))
+    await Compressor(engine, llm).daily()
+    [request] = fake.requests
+    text = user_prompt(request)
+    assert "GROUP's own notes" in text and "- 2026-02-27 Fri [telegram] Dad planned" in text
+    assert "labelled with the member who said it" not in text and "bot's replies" not in text
+    assert "summary of the group's talk" in text and "tagged with the channel" in text

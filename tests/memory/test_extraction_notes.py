@@ -14,7 +14,7 @@ from memory.groupnotes import group_owner
 from memory.llm import MemoryLLM
 from memory.service import SqliteMemory
 from memory.types import NewMemory, Provenance
-from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.openai_server import FakeOpenAI, Reply
 
 from ._writepath import fake, llm, reply, user_prompt  # noqa: F401
 
@@ -140,3 +140,42 @@ async def test_two_members_of_one_name_are_told_apart_in_the_batch_and_in_the_ci
     assert notes["Dad is driving to the lake"].said_by == (b,)
     hits = await mem.search("telegram:12", "who books the hotel", private=False, chat=FAMILY)
     assert hits and f"said by {a}" in hits[0].citation()
+
+
+async def test_a_member_keeps_his_tag_in_a_later_batch_without_the_other_member_of_his_name(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """Two "Dad"s in one group, each alone in his batch: the group has two
+    members of that name, so each is "Dad #tag" in every batch, not "Dad"
+    in one note and "Dad #tag" in another (the tag is the group's, not the
+    batch's). A name no other member of the group had stays bare."""
+    from memory.groupowner import member_tag
+
+    mem = SqliteMemory(engine)
+    svc = ExtractionService(engine, llm, max_concurrency=1)
+
+    async def batch(*turns: Turn, fact: str) -> str:
+        await mem.buffer(list(turns))
+        clock.advance(timedelta(minutes=5))
+        fake.responder = lambda body: Reply(reply([], "x") if "GROUP's own notes" not in user_prompt(body)
+                                            else reply([{"content": fact, "category": "decision", "lines": [1]}], "x"))
+        reports = await svc.tick()
+        [done] = [r for r in reports if r.owner == GROUP]
+        assert done.ok and done.added
+        [note] = (await engine.get_many(done.added)).values()
+        assert len(note.provenance.said_by) == 1
+        return note.provenance.said_by[0]
+
+    dad1, dad2 = f"Dad #{member_tag('11')}", f"Dad #{member_tag('15')}"
+    # Dad (11) alone: no other Dad is known in the group yet.
+    assert await batch(line("telegram:11", "Dad", "I'll book the hotel for the lake trip", "1"),
+                       fact="Dad is booking the hotel for the lake trip") == "Dad"
+    # Another Dad (15), alone in his batch: tagged, the group has had two.
+    assert await batch(line("telegram:15", "Dad", "I'll drive us to the lake", "2"),
+                       fact="Dad is driving to the lake") == dad2
+    # The first Dad again, alone: tagged now too, as the chat prompt tags him.
+    assert await batch(line("telegram:11", "Dad", "I'll bring the tent", "3"),
+                       fact="Dad is bringing the tent") == dad1
+    assert f"] {dad1}: I'll bring the tent" in user_prompt(fake.requests[-1])
+    # Mom, alone of her name in the group: bare.
+    assert await batch(line("telegram:12", "Mom", "I'll pack the snacks", "4"), fact="Mom packs the snacks") == "Mom"
