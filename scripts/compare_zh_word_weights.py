@@ -7,7 +7,8 @@ against the current weights, query by query:
 
 * ``dict``: jieba's dictionary (its two-character entries, ``--min-freq``):
   a glue bigram (beside a grammar character: 中午, 上海, 起来) that is an
-  entry weighs ``--glue-word`` instead of 0.4; a bigram with no grammar
+  entry (of the part-of-speech ``--tags``, when given) weighs
+  ``--glue-word`` instead of 0.4; a bigram with no grammar
   character that is no entry (午吃, 学考) weighs ``--non-word``.
 * ``seg``: jieba's segmentation of each CJK run of the message (``cut``,
   no HMM): a bigram straddling two segments weighs ``--non-word`` (a glue
@@ -50,13 +51,18 @@ Weigher = Callable[[str, int], float | None]  # (run, bigram start) -> weight, N
 _BIGRAM = re.compile(rf"^[{tokenize._CJK}]{{2}}$")
 
 
-def jieba_words(min_freq: int) -> dict[str, int]:
-    """jieba's two-character dictionary entries with their counts."""
+def jieba_words(min_freq: int, tags: frozenset[str] = frozenset()) -> dict[str, int]:
+    """jieba's two-character dictionary entries with their counts (only
+    those of the part-of-speech ``tags``, when given: n, ns, t …)."""
     import jieba
 
     with open(Path(jieba.__file__).parent / "dict.txt", encoding="utf-8") as f:
-        rows = (line.split() for line in f)
-        return {r[0]: int(r[1]) for r in rows if len(r[0]) == 2 and int(r[1]) >= min_freq}
+        rows = [line.split() for line in f]
+    return {
+        r[0]: int(r[1])
+        for r in rows
+        if len(r[0]) == 2 and int(r[1]) >= min_freq and (not tags or len(r) > 2 and r[2] in tags)
+    }
 
 
 def _glue(bg: str) -> bool:
@@ -184,6 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--non-word", type=float, default=1.0, help="a bigram without grammar characters that is no word")
     ap.add_argument("--theta", type=float, default=0.5, help="cohesion: r at which a bigram is a word")
     ap.add_argument("--min-freq", type=int, default=1, help="dict: jieba's count an entry needs")
+    ap.add_argument("--tags", default="", help="dict: only entries of these part-of-speech tags (comma-separated)")
     ap.add_argument("--locomo", action="store_true", help="also LoCoMo turns and observations (English: unchanged)")
     ap.add_argument("--locomo-context", type=int, default=0)
     ap.add_argument("--data", type=Path, default=bench_recall.default_data())
@@ -191,7 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     only = ["madial_zh"] + (["locomo_turns", "locomo_observations"] if a.locomo else [])
     base = asyncio.run(per_query(a.data, only, a.locomo_context))
     if a.signal == "dict":
-        patch_query_weights(weigh_by_dict(jieba_words(a.min_freq), a.glue_word, a.non_word))
+        patch_query_weights(weigh_by_dict(jieba_words(a.min_freq, frozenset(filter(None, a.tags.split(",")))), a.glue_word, a.non_word))
     elif a.signal == "seg":
         patch_query_weights(weigh_by_segments(a.glue_word, a.non_word))
     else:
