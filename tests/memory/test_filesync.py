@@ -398,39 +398,34 @@ async def test_an_import_taken_over_mid_paste_writes_nothing_more(
     """An import stalled past its lease (a suspended process) and taken over
     by another (a hand-run ``myclaw memory migrate``) stops at its next
     write: LeaseLost, no row or ledger entry after the takeover, the other's
-    lease left to it; the other's import then adds each line once."""
+    lease left to it; the other's import then adds each line once. (The
+    takeover queues on this engine's writer, as a reply's write does, so it
+    lands between two batches rather than waiting out SQLite's busy lock.)"""
     total = IMPORT_BATCH * 6
     write(tmp_path / "memory" / "MEMORY.md", "".join(f"- pasted line {i}\n" for i in range(total)))
-    # "Another process": its own connection to the same file.
-    other_engine = await MemoryEngine.open(tmp_path / "memory.db", clock)
-    try:
-        other = Leases(other_engine.db, clock)
-        taken: list[tuple[int, Lease]] = []
+    other = Leases(engine.db, clock)
+    taken: list[tuple[int, Lease]] = []
 
-        async def take_over(n: int) -> bool:
-            clock.advance(timedelta(minutes=31))
-            lease = await other.acquire(FILE_SYNC_LEASE, "migrate@1:other")
-            row = await other_engine.db.fetchone("SELECT COUNT(*) FROM memories WHERE owner = '_global'")
-            assert row is not None
-            taken.append((int(row[0]), lease))
-            return False
+    async def take_over(n: int) -> bool:
+        clock.advance(timedelta(minutes=31))
+        lease = await other.acquire(FILE_SYNC_LEASE, "migrate@1:other")
+        taken.append((len(await imported(engine)), lease))
+        return False
 
-        task = asyncio.create_task(migrate_leased(tmp_path, engine))
-        await _watch_batches(engine, total, task, take_over)
-        with pytest.raises(LeaseLost):
-            await asyncio.wait_for(task, 60)
-        assert len(taken) == 1
-        at_takeover, lease = taken[0]
-        assert 0 < at_takeover < total
-        assert len(await imported(engine)) == at_takeover  # nothing written after the takeover
-        ledger = await engine.db.fetchone("SELECT COUNT(*) FROM meta WHERE key LIKE 'migrated:%'")
-        assert ledger is not None and ledger[0] == 0  # the ledger goes with the last batch
-        assert (await other.holder(FILE_SYNC_LEASE) or ("", ""))[0] == "migrate@1:other"
+    task = asyncio.create_task(migrate_leased(tmp_path, engine))
+    await _watch_batches(engine, total, task, take_over)
+    with pytest.raises(LeaseLost):
+        await asyncio.wait_for(task, 60)
+    assert len(taken) == 1
+    at_takeover, lease = taken[0]
+    assert 0 < at_takeover < total
+    assert len(await imported(engine)) == at_takeover  # nothing written after the takeover
+    ledger = await engine.db.fetchone("SELECT COUNT(*) FROM meta WHERE key LIKE 'migrated:%'")
+    assert ledger is not None and ledger[0] == 0  # the ledger goes with the last batch
+    assert (await other.holder(FILE_SYNC_LEASE) or ("", ""))[0] == "migrate@1:other"
 
-        await lease.release()  # the other import, done its way: the same import, run now
-        report = await migrate_leased(tmp_path, other_engine)
-        assert report.memories_added == total - at_takeover
-        contents = await imported(other_engine)
-        assert len(contents) == len(set(contents)) == total  # each line once
-    finally:
-        await other_engine.close()
+    await lease.release()  # the other import, done its way: the same import, run now
+    report = await migrate_leased(tmp_path, engine)
+    assert report.memories_added == total - at_takeover
+    contents = await imported(engine)
+    assert len(contents) == len(set(contents)) == total  # each line once
