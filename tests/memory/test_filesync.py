@@ -429,3 +429,34 @@ async def test_an_import_taken_over_mid_paste_writes_nothing_more(
     assert report.memories_added == total - at_takeover
     contents = await imported(engine)
     assert len(contents) == len(set(contents)) == total  # each line once
+
+
+async def test_a_poll_whose_import_is_taken_over_returns_and_the_sync_goes_on(
+    tmp_path: Path, engine: MemoryEngine, clock: ManualClock
+) -> None:
+    """The file sync's import, taken over mid-paste, is not an error that
+    ends the sync (its loop catches only SQLite and disk errors): the poll
+    returns None, the file is not taken as imported, and once the other
+    import is done a later poll finishes it, each line once."""
+    mem, sync = await started(tmp_path, engine, "- I live in Lisbon\n")
+    total = IMPORT_BATCH * 6
+    write(mem, "- I live in Lisbon\n" + "".join(f"- pasted line {i}\n" for i in range(total)))
+    assert await sync.poll() is None  # seen changed: imported once it stays so
+    other = Leases(engine.db, clock)
+    taken: list[Lease] = []
+
+    async def take_over(n: int) -> bool:
+        clock.advance(timedelta(minutes=31))
+        taken.append(await other.acquire(FILE_SYNC_LEASE, "migrate@1:other"))
+        return False
+
+    task = asyncio.create_task(sync.poll())
+    await _watch_batches(engine, total + 1, task, take_over)
+    assert await asyncio.wait_for(task, 60) is None
+    assert len(taken) == 1 and len(await imported(engine)) < total + 1
+    await taken[0].release()
+    report = await asyncio.wait_for(sync.poll(), 60)  # unchanged since: the same file, imported now
+    assert report is not None
+    contents = await imported(engine)
+    assert len(contents) == len(set(contents)) == total + 1
+    assert await sync.poll() is None  # and then done
