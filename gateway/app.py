@@ -586,7 +586,7 @@ class App:
         from memory.extraction import ExtractionService
         from memory.llm import MemoryLLM
         from memory.filesync import FileSync, migrate_leased
-        from memory.lease import LeaseBusy
+        from memory.lease import LeaseBusy, LeaseLost
 
         cfg = self.cfg
         sync = (FileSync(self.paths.workspace(cfg), engine, interval=cfg.memory.file_sync.total_seconds())
@@ -598,7 +598,7 @@ class App:
         try:
             report = await (sync.import_all() if sync is not None
                             else migrate_leased(self.paths.workspace(cfg), engine, job="start"))
-        except LeaseBusy as busy:  # `myclaw memory migrate` is at it; the file sync catches up after
+        except (LeaseBusy, LeaseLost) as busy:  # `myclaw memory migrate` is at it; the file sync catches up after
             log.warning("memory files not imported at start: another import is running", why=str(busy))
         except (sqlite3.Error, OSError) as exc:  # memory.db full or read-only: the gateway comes up all the same
             log.error("memory files not imported at start (memory.db cannot be written); the next start or "

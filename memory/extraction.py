@@ -449,7 +449,7 @@ class ExtractionService:
 
     async def _flush_owner(self, owner: str, *, force: bool) -> list[FlushReport]:
         reports: list[FlushReport] = []
-        async with self._owner_lock(owner), self._sem:
+        async with self._telling(owner, reports), self._owner_lock(owner), self._sem:
             seen: set[int] = set()
             while True:
                 rows = await self._next_batch(owner, force=force)
@@ -466,10 +466,20 @@ class ExtractionService:
                     )
                 if any(r.error is not None and not r.set_aside for r in done):
                     break
-        if any(r.added or r.superseded for r in reports):
-            for listener in self._written:
-                listener(owner)
         return reports
+
+    @contextlib.asynccontextmanager
+    async def _telling(self, owner: str, reports: list[FlushReport]) -> AsyncIterator[None]:
+        """On the way out of a flush, raised or not: the listeners are told
+        of what ``reports`` committed. A later batch that raised (a bug, a
+        read memory.db refused) left the facts of those before it written;
+        the vectorizer embeds them now, not whenever something else wakes it."""
+        try:
+            yield
+        finally:
+            if any(r.added or r.superseded for r in reports):
+                for listener in self._written:
+                    listener(owner)
 
     async def _next_batch(self, owner: str, *, force: bool) -> list[_Row]:
         raw = await self.engine.db.fetchall(

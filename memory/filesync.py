@@ -40,7 +40,7 @@ import structlog
 from .engine import MemoryEngine
 from .errorlog import error_fields
 from .clock import parse_ts
-from .lease import LeaseBusy, Leases
+from .lease import LeaseBusy, LeaseLost, Leases
 from .migrate import MigrationReport, is_racy, memory_files, migrate_files
 
 __all__ = ["FILE_SYNC_LEASE", "FileSync", "migrate_leased"]
@@ -87,13 +87,18 @@ async def migrate_leased(
 ) -> MigrationReport:
     """:func:`migrate_files` under :data:`FILE_SYNC_LEASE`: two importers at
     once would both see a line as new and add it twice. Raises
-    :class:`~memory.lease.LeaseBusy` when another holds it. ``prepare``:
-    run under the lease first (``myclaw memory migrate --user`` moves
-    files there: no file sync reads them half-moved)."""
-    async with Leases(engine.db, engine.clock).hold(FILE_SYNC_LEASE, job, ttl=_LEASE_TTL):
+    :class:`~memory.lease.LeaseBusy` when another holds it. The lease is
+    renewed as the import goes and each write proves it still held: an
+    import that outlived it anyway (a stalled process) and was taken over
+    raises :class:`~memory.lease.LeaseLost` and writes nothing more (what
+    it committed stays; the next run finds those rows and does not add them
+    again). ``prepare``: run under the lease first (``myclaw memory migrate
+    --user`` moves files there: no file sync reads them half-moved)."""
+    async with Leases(engine.db, engine.clock, ttl=_LEASE_TTL).hold(FILE_SYNC_LEASE, job) as lease:
         if prepare is not None:
             await prepare()
-        return await migrate_files(workspace, engine, only=only, wall_ns=wall_ns, log_problems=log_problems)
+        return await migrate_files(workspace, engine, only=only, wall_ns=wall_ns, log_problems=log_problems,
+                                   lease=lease)
 
 
 class FileSync:
@@ -194,6 +199,12 @@ class FileSync:
         except LeaseBusy as busy:
             log.info("memory files changed; another import is running, retried at the next poll",
                      files=len(settled), why=str(busy))
+            return None
+        except LeaseLost:
+            # Stalled past the lease and taken over: the other import reads
+            # these files too; they are not marked done, so a change it did
+            # not take in is imported at a later poll.
+            log.warning("memory file import taken over by another import; stopped", files=len(settled))
             return None
         for p in settled:
             if (due := report.held.get(p.relative_to(self.root).as_posix())) is not None:

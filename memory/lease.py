@@ -55,10 +55,13 @@ class Lease:
     holder: str
     expires_at: str
     _leases: Leases
+    # What it was taken for: a renewal extends it as long again, not by the
+    # Leases' default (a 30-minute import renewed for 15 would expire early).
+    ttl: timedelta | None = None
 
     async def renew(self) -> None:
         """Extend the lease; raises :class:`LeaseLost` if it is no longer ours."""
-        await self._leases.renew(self)
+        await self._leases.renew(self, ttl=self.ttl)
 
     async def release(self) -> None:
         await self._leases.release(self)
@@ -105,7 +108,7 @@ class Leases:
                 "ON CONFLICT(name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at",
                 (name, holder, expires),
             )
-        return Lease(name, holder, expires, self)
+        return Lease(name, holder, expires, self, ttl or self.ttl)
 
     async def renew(self, lease: Lease, *, ttl: timedelta | None = None) -> None:
         expires = format_ts(self.clock.now() + (ttl or self.ttl))

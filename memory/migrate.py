@@ -59,7 +59,11 @@ A paste is not a profile: an owner's Tier 1 entries from files stop at
 that are imported as Tier 2 (searchable, not in every prompt;
 ``memories_filed``); new rows are written :data:`IMPORT_BATCH` per
 transaction, the ledger with the last, so the single writer is not held
-for the whole of a 60,000-line paste. A fact longer than a memory
+for the whole of a 60,000-line paste. Run under a job lease (``lease``:
+:func:`memory.filesync.migrate_leased`), each of those transactions first
+proves the lease still ours (:meth:`~memory.lease.Lease.fence`) and the
+lease is renewed between them, so an import that outlives it and is taken
+over writes nothing more. A fact longer than a memory
 (``MAX_CONTENT_CHARS``) is imported cut, counted (``memories_cut``) and
 warned by count.
 
@@ -77,11 +81,12 @@ archived entry restorable from the memory page, as for any removed line).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import re
 import time
-from collections.abc import Callable, Collection
+from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import asdict, dataclass, field
 from dataclasses import replace as changed
 from datetime import UTC, date, datetime, timedelta
@@ -92,6 +97,7 @@ import aiosqlite
 import structlog
 
 from .clock import format_ts, parse_ts
+from .lease import Lease
 from .cues import clean_terms, safe_terms
 from .engine import MAX_CONTENT_CHARS, MemoryEngine, MemoryNotFound, content_hash
 from .filestore import (
@@ -144,6 +150,25 @@ PROFILE_IMPORT_LIMIT = 100
 # New memories written per transaction: a 60,000-line paste in one held the
 # single writer (seed 002) and so every reply's write for a minute and more.
 IMPORT_BATCH = 200
+
+
+@contextlib.asynccontextmanager
+async def _write(engine: MemoryEngine, lease: Lease | None) -> AsyncIterator[aiosqlite.Connection]:
+    """A write transaction that, under a lease, first proves it still ours
+    (in the transaction itself: no takeover in between), as compression's."""
+    async with engine.db.transaction() as conn:
+        if lease is not None:
+            await lease.fence(conn)
+        yield conn
+
+
+async def _keep(engine: MemoryEngine, lease: Lease | None) -> None:
+    """Between files: renew ``lease`` once half its time is gone (a renewal
+    per file would double a first import's transactions of daily files)."""
+    if lease is None or lease.ttl is None:
+        return
+    if engine.clock.now() >= parse_ts(lease.expires_at) - lease.ttl / 2:
+        await lease.renew()
 
 
 def is_racy(mtime_ns: int, looked_ns: int) -> bool:
@@ -322,7 +347,8 @@ def _bad_line(data: bytes) -> int:
 
 
 async def _skipped(
-    engine: MemoryEngine, key: str, recorded: dict[str, Any] | None, kind: str, ref: str, data: bytes, line: int
+    engine: MemoryEngine, key: str, recorded: dict[str, Any] | None, kind: str, ref: str, data: bytes, line: int,
+    lease: Lease | None = None,
 ) -> None:
     """Record in ``key``'s ledger entry that this save was skipped for a
     problem of ``kind`` (``myclaw doctor`` lists them; the log has only a
@@ -334,11 +360,13 @@ async def _skipped(
     if isinstance(old, dict) and old.get("sha256") == sha:
         return
     skipped = {"kind": kind, "file": ref, "line": line, "since": format_ts(engine.clock.now()), "sha256": sha}
-    async with engine.db.transaction() as conn:
+    async with _write(engine, lease) as conn:
         await _save_ledger(conn, key, {**(recorded or {}), "skipped": skipped})
 
 
-async def _drop_skips_of_gone(engine: MemoryEngine, gone: dict[str, dict[str, Any]]) -> None:
+async def _drop_skips_of_gone(
+    engine: MemoryEngine, gone: dict[str, dict[str, Any]], lease: Lease | None = None
+) -> None:
     """A skipped save's record (:func:`_skipped`) of a file no longer there
     (deleted, or its folder's no longer the owner's): ``myclaw doctor``
     would list it for good. Dropped; an entry that held only it goes whole,
@@ -346,7 +374,7 @@ async def _drop_skips_of_gone(engine: MemoryEngine, gone: dict[str, dict[str, An
     stale = {k: v for k, v in gone.items() if isinstance(v, dict) and "skipped" in v}
     if not stale:
         return
-    async with engine.db.transaction() as conn:
+    async with _write(engine, lease) as conn:
         for key, value in stale.items():
             rest = {k: v for k, v in value.items() if k != "skipped"}
             if rest:
@@ -407,6 +435,7 @@ async def migrate_files(
     only: Collection[Path] | None = None,
     wall_ns: Callable[[], int] = time.time_ns,
     log_problems: bool = True,
+    lease: Lease | None = None,
 ) -> MigrationReport:
     """Import ``<workspace>/memory`` into ``engine``; safe to run any number of times.
     ``only``: just these files (memory/filesync.py's changed ones); the
@@ -414,7 +443,9 @@ async def migrate_files(
     ``wall_ns``: the wall clock the filesystem stamps mtimes by (not the
     engine's clock, which tests and replays set), for :func:`is_racy`.
     ``log_problems``: False where the caller shows :attr:`MigrationReport.problems`
-    itself (``myclaw memory migrate`` prints them in full)."""
+    itself (``myclaw memory migrate`` prints them in full).
+    ``lease``: the job lease this import runs under, fenced and renewed
+    (raises :class:`~memory.lease.LeaseLost` once another took it over)."""
     root = Path(workspace) / "memory"
     report = MigrationReport()
     sources, problems = discover(root)
@@ -437,6 +468,7 @@ async def migrate_files(
             if wanted is not None and owner not in report.owners:
                 report.owners.append(owner)
             report.files_seen += 1
+            await _keep(engine, lease)
             key = _ledger_key(f)
             found.add(key)
             recorded = ledger.get(key)
@@ -462,7 +494,7 @@ async def migrate_files(
             if text is None:
                 # Not imported: once saved as UTF-8, the next run imports it.
                 report.problems.append(f"{_ref(root, f)}: {why}; skipped (save it as UTF-8 and migrate again)")
-                await _skipped(engine, key, recorded, "not_utf8", _ref(root, f), data, _bad_line(data))
+                await _skipped(engine, key, recorded, "not_utf8", _ref(root, f), data, _bad_line(data), lease)
                 continue
             stamp: dict[str, Any] = {"size": len(data), "sha256": _sha(data), "mtime_ns": st.st_mtime_ns,
                                      "ctime_ns": st.st_ctime_ns, "ino": st.st_ino}
@@ -474,7 +506,7 @@ async def migrate_files(
                     log.info("memory file put back; its held removal is dropped", file=log_name(_ref(root, f)))
                 kept = {k: v for k, v in entry.items() if k not in ("racy", "held")} | stamp
                 if kept != recorded:
-                    async with engine.db.transaction() as conn:
+                    async with _write(engine, lease) as conn:
                         await _save_ledger(conn, key, kept)
             elif f.day is None and (line := await asyncio.to_thread(unclosed_comment, text)):
                 # A typo, not a wish to forget what it hides: the save is
@@ -485,14 +517,14 @@ async def migrate_files(
                 report.problems.append(
                     f"{_ref(root, f)}: an unclosed <!-- comment (line {line}) hides what follows it; skipped, "
                     "nothing imported or archived (end it with --> on its line)")
-                await _skipped(engine, key, recorded, "unclosed_comment", _ref(root, f), data, line)
+                await _skipped(engine, key, recorded, "unclosed_comment", _ref(root, f), data, line, lease)
             elif f.day is None:
-                await _long_term(engine, root, f, data, stamp, entry, report)
+                await _long_term(engine, root, f, data, stamp, entry, report, lease)
             else:
-                await _daily(engine, root, f, data, stamp, entry, report)
+                await _daily(engine, root, f, data, stamp, entry, report, lease)
     if wanted is None:
         report.problems[:0] = problems
-        await _drop_skips_of_gone(engine, {k: v for k, v in ledger.items() if k not in found})
+        await _drop_skips_of_gone(engine, {k: v for k, v in ledger.items() if k not in found}, lease)
     for p in report.problems if log_problems else ():
         _log_problem(p)  # its kind and a hashed name: the text names a user and a file
     if report.changed:
@@ -513,6 +545,7 @@ async def _long_term(
     stamp: dict[str, Any],
     entry: dict[str, Any] | None,
     report: MigrationReport,
+    lease: Lease | None = None,
 ) -> None:
     known: set[str] = set((entry or {}).get("lines", []))
     new: list[NewMemory] = []
@@ -528,7 +561,7 @@ async def _long_term(
         len(removed) >= SHRINK_MIN
         and 2 * len(removed) > len(known)
         and added < len(removed)
-        and await _held(engine, root, f, stamp, entry or {}, len(removed), len(known), report)
+        and await _held(engine, root, f, stamp, entry or {}, len(removed), len(known), report, lease)
     ):
         return
     known -= removed  # a line written back later is imported again
@@ -594,7 +627,7 @@ async def _long_term(
     # does not add again, and nothing archived twice (only active rows are).
     for start in range(0, max(1, len(new)), IMPORT_BATCH):
         last = start + IMPORT_BATCH >= len(new)
-        async with engine.db.transaction() as conn:
+        async with _write(engine, lease) as conn:
             if start == 0:
                 report.memories_archived += await _archive_removed(engine, conn, f.owner, _ref(root, f), removed)
                 for memory_id, terms in retermed.items():
@@ -604,6 +637,8 @@ async def _long_term(
             if last:
                 await _save_ledger(conn, _ledger_key(f), {**stamp, "lines": sorted(known)})
         if not last:
+            if lease is not None:
+                await lease.renew()  # a long paste outlives no lease (and a lost one stops here)
             await asyncio.sleep(0)  # the writer's other callers (a reply) go between
     report.memories_added += len(new)
     report.memories_filed += filed
@@ -627,6 +662,7 @@ async def _held(
     removed: int,
     facts: int,
     report: MigrationReport,
+    lease: Lease | None = None,
 ) -> bool:
     """Whether this drastic shrink of ``f`` waits (see the module
     docstring); records the hold when it is new. The ledger keeps the
@@ -640,7 +676,7 @@ async def _held(
         since = now
         held = {"sha256": stamp["sha256"], "since": format_ts(now), "removed": removed, "facts": facts,
                 "file": ref}
-        async with engine.db.transaction() as conn:
+        async with _write(engine, lease) as conn:
             await _save_ledger(conn, _ledger_key(f), {**entry, "held": held})
         log.warning("memory file lost most of its facts in one save; held, nothing archived", file=log_name(ref),
                     removed=removed, facts=facts, until=format_ts(now + SHRINK_HOLD))
@@ -759,6 +795,7 @@ async def _daily(
     stamp: dict[str, Any],
     entry: dict[str, Any] | None,
     report: MigrationReport,
+    lease: Lease | None = None,
 ) -> None:
     day = f.day or ""
     ids: list[int] = list((entry or {}).get("events", []))
@@ -775,7 +812,7 @@ async def _daily(
         text, replace = data.decode("utf-8").removeprefix("\ufeff"), entry is not None
     summary = _summary(text, day)
     prov = Provenance(refs=(_ref(root, f),), date_from=day, date_to=day)
-    async with engine.db.transaction() as conn:
+    async with _write(engine, lease) as conn:
         if replace:
             for eid in ids:
                 try:

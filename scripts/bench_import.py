@@ -4,7 +4,11 @@ takes, and how long a reply's write waits behind it meanwhile (a fact
 saved through the engine's single writer every ``--every`` seconds, as
 the gateway would while the file sync imports).
 
-    .venv/bin/python scripts/bench_import.py [--lines 60000] [--every 0.05]
+    .venv/bin/python scripts/bench_import.py [--lines 60000] [--every 0.05] [--leased]
+
+``--leased``: through ``migrate_leased`` under the ``file_sync`` lease, as
+the file sync and ``myclaw memory migrate`` import (renewed between
+batches, each write fenced), not ``migrate_files`` bare.
 
 ``--unclosed``: the same paste ending in a ``<!--`` never closed (the save
 is skipped as a typo): the longest the event loop is held meanwhile.
@@ -22,10 +26,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from memory import Category, MemoryEngine, NewMemory, Source  # noqa: E402
+from memory.filesync import migrate_leased  # noqa: E402
 from memory.migrate import migrate_files  # noqa: E402
 
 
-async def main(lines: int, every: float) -> None:
+async def main(lines: int, every: float, leased: bool = False) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-import-") as d:
         ws = Path(d)
         (ws / "memory").mkdir()
@@ -49,7 +54,7 @@ async def main(lines: int, every: float) -> None:
 
         task = asyncio.create_task(replies())
         t0 = time.perf_counter()
-        r = await migrate_files(ws, engine)
+        r = await (migrate_leased(ws, engine) if leased else migrate_files(ws, engine))
         took = time.perf_counter() - t0
         done.set()
         await task
@@ -57,7 +62,7 @@ async def main(lines: int, every: float) -> None:
         tier2 = len(await engine.list_memories("_global", tier=2, limit=1_000_000))
         await engine.close()
     waits.sort()
-    print(f"lines={lines} bytes={len(text.encode())} import_s={took:.1f} added={r.memories_added} "
+    print(f"lines={lines} leased={leased} bytes={len(text.encode())} import_s={took:.1f} added={r.memories_added} "
           f"tier1={tier1} tier2={tier2}")
     print(f"reply writes during import: n={len(waits)} p50_ms={1000 * waits[len(waits) // 2]:.1f} "
           f"max_ms={1000 * waits[-1]:.1f}")
@@ -96,5 +101,6 @@ if __name__ == "__main__":
     ap.add_argument("--lines", type=int, default=60_000)
     ap.add_argument("--every", type=float, default=0.05)
     ap.add_argument("--unclosed", action="store_true", help="the loop's longest stall over a skipped save")
+    ap.add_argument("--leased", action="store_true", help="through migrate_leased, as the file sync imports")
     a = ap.parse_args()
-    asyncio.run(unclosed(a.lines) if a.unclosed else main(a.lines, a.every))
+    asyncio.run(unclosed(a.lines) if a.unclosed else main(a.lines, a.every, a.leased))

@@ -17,6 +17,10 @@ those promises after every restart:
 * an agent cron job every minute; ``myclaw memory compress daily`` run
   beside the gateway (the day's events aged a day first, with the gateway
   dead, so it has something to compress);
+* with ``--file-edits SECONDS``: the file sync polling every second and a
+  paste of ``--paste`` lines (more than one import batch) appended to the
+  workspace's ``MEMORY.md`` by hand that often, dead gateway or not, so
+  kills land in the start's import and the sync's, mid-paste;
 * the fake model: an echo carrying the message's tag, one fact per user
   line for extraction, and in ``--outage`` of the rounds half the
   extraction calls answered 500 (the lines stay buffered for a retry).
@@ -40,6 +44,9 @@ message mentioning the bot (or private) has exactly one answer (the
 documented Telegram window excepted: a kill within 2 s of the first send),
 no group chatter any, nothing is left buffered, every thing said is one
 active fact, and no model request made after an erasure holds its words.
+With ``--file-edits``, after every kill no hand-edited line is more than one
+active memory (a killed import's rows are found by the next, not added
+again), and at the end every one is exactly one.
 
     .venv/bin/python scripts/walk_chaos.py                      # 20 rounds, seed 1
     .venv/bin/python scripts/walk_chaos.py --rounds 6 --seed 3 --keep /tmp/walk
@@ -122,6 +129,7 @@ class World:
     confirm_sent: float = 0.0  # when the last "/forget all <code>" was pushed
     erase_now: asyncio.Event = field(default_factory=asyncio.Event)  # the next erasure without waiting
     forget_attempts: int = 0
+    hand_lines: list[str] = field(default_factory=list)  # each line appended to MEMORY.md by hand
 
 
 def text_for(world: World, prefix: str, who: int | str) -> tuple[str, str]:
@@ -224,6 +232,41 @@ async def traffic(world: World, tg: FakeTelegram, fs: FakeFeishu, stop: asyncio.
                 tg.push_edit(user, world.tg_ids[tag], f"Sorry, I meant my {w[0]} and the {w[1]} [{tag}]")
                 world.edits += 1
         await asyncio.sleep(world.rng.uniform(0.1, 0.5))
+
+
+HAND = re.compile(r"^hand-edited line h\d+ ")
+
+
+async def file_edits(world: World, home: Path, every: float, paste: int, stop: asyncio.Event) -> None:
+    """Hand edits of the workspace's MEMORY.md: ``paste`` lines appended
+    every ``every`` seconds (a save, as an editor's, whatever the gateway is doing)."""
+    path = home / "workspace" / "memory" / "MEMORY.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    while not stop.is_set():
+        n = len(world.hand_lines)
+        lines = [f"hand-edited line h{n + i} about the {world.rng.choice(WORDS)}" for i in range(paste)]
+        with open(path, "a", encoding="utf-8") as f:
+            f.write("".join(f"- {line}\n" for line in lines))
+        world.hand_lines += lines
+        await asyncio.sleep(world.rng.uniform(0.5, 1.5) * every)
+
+
+def hand_checks(home: Path, world: World, *, final: bool = False) -> tuple[list[str], int]:
+    """No hand-edited line is more than one active memory; at the end, after
+    the last run's imports, each is exactly one. And how many are imported:
+    an import reads whole pastes, so a count that is not a multiple of
+    ``--paste`` is one a kill cut mid-paste."""
+    with contextlib.closing(sqlite3.connect(home / "data" / "memory.db")) as conn:
+        per_line = Counter(c for (c,) in conn.execute(
+            "SELECT content FROM memories WHERE status = 'active' AND owner = '_global'") if HAND.match(c))
+    bad = []
+    twice = sorted(c for c, n in per_line.items() if n > 1)
+    if twice:
+        bad.append(f"{len(twice)} hand-edited lines imported more than once, e.g. {twice[:2]}")
+    missing = [c for c in world.hand_lines if not per_line[c]] if final else []
+    if missing:
+        bad.append(f"{len(missing)} of {len(world.hand_lines)} hand-edited lines never imported, e.g. {missing[:2]}")
+    return bad, len(per_line)
 
 
 async def erasure(world: World, tg: FakeTelegram, llm: FakeOpenAI, start_after: float, every: float,
@@ -427,6 +470,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     tg.on_send = lambda m: count_reply(world, m.chat_id, m.text, time.monotonic())
     feishu_seen = 0
     ck.write_config(home, tg, fs, llm)
+    if args.file_edits:  # the sync looks every second: a round's kill can land in its import
+        doc = json.loads((home / "config.json").read_text(encoding="utf-8"))
+        doc["memory"]["fileSync"] = "1s"
+        (home / "config.json").write_text(json.dumps(doc), encoding="utf-8")
     subprocess.run(ck.myclaw("cron", "add", "--schedule", "* * * * *", "--message", CRON_TEXT, "--channel",
                              "telegram", "--chat-id", str(CRON_CHAT), "--user", f"telegram:{CRON_CHAT}",
                              "--id", "chaos-tick"), cwd=ROOT, env=ck.env_for(home), check=True, capture_output=True)
@@ -435,11 +482,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     modes: Counter[str] = Counter()
     phases: list[float] = []  # seconds each round took, then the last run
     compress_runs: Counter[str] = Counter()
+    hand: Counter[str] = Counter()  # --file-edits: kills that cut an import mid-paste, lines imported
     aged = 0
     stop = asyncio.Event()
     tasks = [asyncio.create_task(traffic(world, tg, fs, stop)),
              asyncio.create_task(ck.feishu_pusher(world, fs, stop)),  # type: ignore[arg-type]
              asyncio.create_task(erasure(world, tg, llm, args.erase_after, args.erase_every, stop))]
+    if args.file_edits:
+        tasks.append(asyncio.create_task(file_edits(world, home, args.file_edits, args.paste, stop)))
     started = time.monotonic()
     proc: asyncio.subprocess.Process | None = None
     comp: asyncio.subprocess.Process | None = None
@@ -510,6 +560,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 violations.append(f"round {rnd}: {v}")
             for v in await asyncio.to_thread(walk_checks, home, world, before):
                 violations.append(f"round {rnd}: {v}")
+            if args.file_edits:
+                bad, imported = await asyncio.to_thread(hand_checks, home, world)
+                violations += [f"round {rnd}: {v}" for v in bad]
+                hand["kills mid-paste"] += imported % args.paste != 0
             left, stuck = await asyncio.to_thread(leases_left, home)
             violations += [f"round {rnd}: {v}" for v in stuck]
             if COMPRESS_LEASE in left:
@@ -560,6 +614,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         violations.append(f"final: {v}")
     for v in await asyncio.to_thread(walk_checks, home, world, before):
         violations.append(f"final: {v}")
+    if args.file_edits:
+        bad, hand["imported"] = await asyncio.to_thread(hand_checks, home, world, final=True)
+        violations += [f"final: {v}" for v in bad]
     if not world.erasure_log:
         violations.append("the /forget all was never confirmed")
     for at, tags in world.erasure_log:
@@ -617,6 +674,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "extraction": {"calls": world.extraction_calls, "answered_500": world.extraction_failed,
                        "corrections_without_their_fact_shown": len(world.corrections_unshown)},
         "facts": facts,
+        "hand_edited": {"lines": len(world.hand_lines), **hand},
         "seconds": round(time.monotonic() - started, 1),
         "phase_seconds": phases,
         "violations": violations,
@@ -639,6 +697,9 @@ def parser() -> argparse.ArgumentParser:
                     help="share of rounds in which half the extraction calls fail (HTTP 500)")
     ap.add_argument("--modes", type=lambda v: v.split(","), default=[],
                     help=f"kill moments in turn, comma-separated, of {','.join(MODES)} (default: drawn each round)")
+    ap.add_argument("--file-edits", type=float, default=0.0, metavar="SECONDS",
+                    help="append a paste to MEMORY.md about this often, the file sync polling every second (0: off)")
+    ap.add_argument("--paste", type=int, default=300, help="lines a --file-edits paste appends")
     ap.add_argument("--keep", metavar="DIR", help="the gateway's home (kept, with gateway.log) instead of a temp dir")
     ap.add_argument("--json", type=Path, help="also write the result to this file")
     return ap

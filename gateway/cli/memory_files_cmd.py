@@ -295,7 +295,7 @@ async def _migrate(path: Path, ws: Path, user: str | None, moved: list[Path]) ->
     """The report, and how many active facts the top-level MEMORY.md filed
     under _global. ``user``: its files moved into theirs first (into ``moved``)."""
     from memory.filesync import migrate_leased
-    from memory.lease import LeaseBusy
+    from memory.lease import LeaseBusy, LeaseLost
 
     async with open_engine(path, create=True) as engine:
         prepare = functools.partial(_file_under, ws, engine, user, moved) if user is not None else None
@@ -305,6 +305,12 @@ async def _migrate(path: Path, ws: Path, user: str | None, moved: list[Path]) ->
         except LeaseBusy as busy:
             raise click.ClickException(
                 f"another import of the memory files is running ({busy}); try again in a minute") from None
+        except LeaseLost:
+            # Stalled past its lease (a suspended process) and taken over: what
+            # it wrote stays, and the import that took over finishes the files.
+            raise click.ClickException(
+                "this import outlived its lease and another import took over; it stopped, what it imported "
+                "stays; run it again once that one is done to see the full report") from None
         row = await engine.db.fetchone(
             "SELECT count(*) FROM memories WHERE owner = ? AND status = 'active' AND source = 'migration'",
             (GLOBAL_OWNER,))

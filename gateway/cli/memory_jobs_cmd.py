@@ -17,7 +17,7 @@ from memory import MemoryEngine
 from memory.changelog import read_log
 from memory.compression import Compressor
 from memory.extraction import ExtractionService, retry_set_aside
-from memory.lease import JobTimeout, LeaseBusy
+from memory.lease import JobTimeout, LeaseBusy, LeaseLost
 from memory.llm import MemoryLLM
 
 from ._common import counted, shares_data, db_option, echo_json, json_option, load_cli_config, open_engine, render_table, resolve_db, resolve_user, run
@@ -52,7 +52,18 @@ def compress(kind: str | None, which: str | None, as_json: bool) -> None:
             comp = Compressor(engine, llm, timezone=cfg.gateway.timezone)
             try:
                 report = await (comp.daily() if which == "daily" else comp.weekly())
-            except (LeaseBusy, JobTimeout) as exc:
+            except LeaseBusy as busy:
+                # Nothing done here; the run that holds it does the same work.
+                raise click.ClickException(
+                    f"another compression is running ({busy}); nothing compressed by this run, "
+                    "try again once it is done") from None
+            except LeaseLost:
+                # Stalled past its lease (a suspended laptop, a long model call)
+                # and taken over: what it wrote stays, the other run does the rest.
+                raise click.ClickException(
+                    f"this {which} compression outlived its job lease and another run took it over; it stopped "
+                    "(what it wrote before stays, the other run compresses the rest)") from None
+            except JobTimeout as exc:
                 raise click.ClickException(str(exc)) from None
         data = asdict(report)
         if as_json:

@@ -820,3 +820,55 @@ async def test_a_lines_day_is_written_once_where_the_day_changes_not_on_every_li
     ]
     system = body["messages"][0]["content"]
     assert "a line with the time only: the day of the line above" in system
+
+
+async def test_facts_of_batches_committed_before_one_raised_are_embedded_at_once(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """A flush whose second batch raises (a bug at its first step) still
+    tells its listeners of the first's committed fact: the gateway's
+    vectorizer, idle for an hour, embeds it now."""
+    from memory.embedding import CachedEmbedder, HttpEmbedder
+    from memory.types import NewMemory
+    from memory.vectorize import Vectorizer
+    from memory.vectors import VectorIndex
+
+    mem = SqliteMemory(engine)
+    await mem.buffer(turns("alice", ("I moved to Berlin last week", "Noted!"), chat="1"))
+    await mem.buffer(turns("alice", ("My sister is called Ann", "Nice."), chat="2"))
+    fake.responder = lambda body: Reply(reply(
+        [{"content": "Alice lives in Berlin", "category": "identity", "importance": 1}]
+        if "Berlin" in user_prompt(body) else []))
+    reads: list[str] = []
+
+    async def on_step(name: str, owner: str) -> None:
+        if name == "read":
+            reads.append(owner)
+            if len(reads) == 2:
+                raise RuntimeError("a bug in the second batch")
+
+    svc = service(engine, llm, on_step=on_step)
+    raw = HttpEmbedder(base_url=fake.url, api_key="", model="m1", timeout=2.0)
+    index = VectorIndex(engine.db, "m1")
+    vz = Vectorizer(index, CachedEmbedder(raw, engine.db, clock), interval=3600, tick=3600)
+    svc.on_memories_written(lambda _owner: vz.wake())  # as the gateway wires it
+    await engine.add(NewMemory(owner="bob", content="Bob keeps bees"))
+    await vz.start()
+    try:
+        for _ in range(3000):  # its first sweep done: it idles for the hour from here
+            if await index.count() == 1:
+                break
+            await asyncio.sleep(0.01)
+        assert await index.count() == 1
+        with pytest.raises(RuntimeError):
+            await svc.flush_now("alice")
+        berlin = [m for m in await engine.list_memories("alice") if "Berlin" in m.content]
+        assert len(berlin) == 1  # the first batch's fact was committed
+        for _ in range(500):  # a bound for a loaded machine, far short of the hour
+            if await index.count() == 2:
+                break
+            await asyncio.sleep(0.01)
+        assert await index.count() == 2
+    finally:
+        await vz.stop()
+        await raw.aclose()

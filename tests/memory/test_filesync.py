@@ -9,16 +9,19 @@ import asyncio
 import itertools
 import os
 import time
-from datetime import UTC, datetime
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+import pytest
 
 from memory import ManualClock, MemoryEngine, Provenance, Status
 from memory.backend import Turn
 from memory.filestore import FileMemory
-from memory.filesync import FILE_SYNC_LEASE, FileSync
-from memory.lease import Leases
+from memory.filesync import FILE_SYNC_LEASE, FileSync, migrate_leased
+from memory.lease import Lease, LeaseBusy, LeaseLost, Leases
 from memory.clock import format_ts
-from memory.migrate import SHRINK_HOLD, migrate_files
+from memory.migrate import IMPORT_BATCH, SHRINK_HOLD, migrate_files
 
 P = Provenance(channel="telegram", chat_id="1")
 _tick = itertools.count(1)
@@ -335,3 +338,125 @@ async def test_a_file_that_is_not_utf8_is_warned_about_once_until_it_changes(
         await settle(sync)
         await settle(sync)
     assert len([e for e in logs if "not_utf8" in str(e)]) == 1, logs
+
+
+async def imported(engine: MemoryEngine) -> list[str]:
+    """Every active memory of _global (a paste is more than a page)."""
+    rows = await engine.db.fetchall("SELECT content FROM memories WHERE owner = '_global' AND status = 'active'")
+    return sorted(r[0] for r in rows)
+
+
+async def _watch_batches(engine: MemoryEngine, total: int, task: asyncio.Task[object],
+                         on_batch: Callable[[int], Awaitable[bool]]) -> None:
+    """Call ``on_batch(imported)`` each time the import's count of _global's
+    memories moved and is still short of ``total`` (its last batch is left
+    alone); stop when it returns False or the import ends."""
+    seen = 0
+    while not task.done():
+        row = await engine.db.fetchone("SELECT COUNT(*) FROM memories WHERE owner = '_global'")
+        n = int(row[0]) if row is not None else 0
+        if seen < n < total:
+            seen = n
+            if not await on_batch(n):
+                return
+        await asyncio.sleep(0)
+
+
+async def test_a_long_import_renews_its_lease_between_batches(
+    tmp_path: Path, engine: MemoryEngine, clock: ManualClock
+) -> None:
+    """An import of a paste longer than the lease is kept (each batch of
+    IMPORT_BATCH renews it): another importer is told busy all along, and
+    every line is imported once."""
+    total = IMPORT_BATCH * 6
+    write(tmp_path / "memory" / "MEMORY.md", "".join(f"- pasted line {i}\n" for i in range(total)))
+    other = Leases(engine.db, clock)
+    busy: list[int] = []
+
+    async def later(n: int) -> bool:
+        clock.advance(timedelta(minutes=20))  # the import stalled that long: two such outlive 30 minutes
+        try:
+            taken = await other.acquire(FILE_SYNC_LEASE, "migrate@1:other")
+        except LeaseBusy:
+            busy.append(n)
+            return True
+        await taken.release()
+        raise AssertionError(f"the import's lease was free after {n} lines")
+
+    task = asyncio.create_task(migrate_leased(tmp_path, engine))
+    await _watch_batches(engine, total, task, later)
+    report = await asyncio.wait_for(task, 60)
+    assert len(busy) >= 2  # it was looked at past one lease's length
+    assert report.memories_added == total
+    assert len(await imported(engine)) == total
+    assert await other.holder(FILE_SYNC_LEASE) is None  # released
+
+
+async def test_an_import_taken_over_mid_paste_writes_nothing_more(
+    tmp_path: Path, engine: MemoryEngine, clock: ManualClock
+) -> None:
+    """An import stalled past its lease (a suspended process) and taken over
+    by another (a hand-run ``myclaw memory migrate``) stops at its next
+    write: LeaseLost, no row or ledger entry after the takeover, the other's
+    lease left to it; the other's import then adds each line once. (The
+    takeover queues on this engine's writer, as a reply's write does, so it
+    lands between two batches rather than waiting out SQLite's busy lock.)"""
+    total = IMPORT_BATCH * 6
+    write(tmp_path / "memory" / "MEMORY.md", "".join(f"- pasted line {i}\n" for i in range(total)))
+    other = Leases(engine.db, clock)
+    taken: list[tuple[int, Lease]] = []
+
+    async def take_over(n: int) -> bool:
+        clock.advance(timedelta(minutes=31))
+        lease = await other.acquire(FILE_SYNC_LEASE, "migrate@1:other")
+        taken.append((len(await imported(engine)), lease))
+        return False
+
+    task = asyncio.create_task(migrate_leased(tmp_path, engine))
+    await _watch_batches(engine, total, task, take_over)
+    with pytest.raises(LeaseLost):
+        await asyncio.wait_for(task, 60)
+    assert len(taken) == 1
+    at_takeover, lease = taken[0]
+    assert 0 < at_takeover < total
+    assert len(await imported(engine)) == at_takeover  # nothing written after the takeover
+    ledger = await engine.db.fetchone("SELECT COUNT(*) FROM meta WHERE key LIKE 'migrated:%'")
+    assert ledger is not None and ledger[0] == 0  # the ledger goes with the last batch
+    assert (await other.holder(FILE_SYNC_LEASE) or ("", ""))[0] == "migrate@1:other"
+
+    await lease.release()  # the other import, done its way: the same import, run now
+    report = await migrate_leased(tmp_path, engine)
+    assert report.memories_added == total - at_takeover
+    contents = await imported(engine)
+    assert len(contents) == len(set(contents)) == total  # each line once
+
+
+async def test_a_poll_whose_import_is_taken_over_returns_and_the_sync_goes_on(
+    tmp_path: Path, engine: MemoryEngine, clock: ManualClock
+) -> None:
+    """The file sync's import, taken over mid-paste, is not an error that
+    ends the sync (its loop catches only SQLite and disk errors): the poll
+    returns None, the file is not taken as imported, and once the other
+    import is done a later poll finishes it, each line once."""
+    mem, sync = await started(tmp_path, engine, "- I live in Lisbon\n")
+    total = IMPORT_BATCH * 6
+    write(mem, "- I live in Lisbon\n" + "".join(f"- pasted line {i}\n" for i in range(total)))
+    assert await sync.poll() is None  # seen changed: imported once it stays so
+    other = Leases(engine.db, clock)
+    taken: list[Lease] = []
+
+    async def take_over(n: int) -> bool:
+        clock.advance(timedelta(minutes=31))
+        taken.append(await other.acquire(FILE_SYNC_LEASE, "migrate@1:other"))
+        return False
+
+    task = asyncio.create_task(sync.poll())
+    await _watch_batches(engine, total + 1, task, take_over)
+    assert await asyncio.wait_for(task, 60) is None
+    assert len(taken) == 1 and len(await imported(engine)) < total + 1
+    await taken[0].release()
+    report = await asyncio.wait_for(sync.poll(), 60)  # unchanged since: the same file, imported now
+    assert report is not None
+    contents = await imported(engine)
+    assert len(contents) == len(set(contents)) == total + 1
+    assert await sync.poll() is None  # and then done

@@ -393,3 +393,15 @@ async def test_a_weekly_merge_answered_after_its_lease_was_taken_over_is_not_wri
     assert [m.content for m in await engine.list_memories("alice")] == ["all ten"]
     runs = await engine.db.fetchall("SELECT job FROM memory_log WHERE action = 'run'")
     assert [r["job"] for r in runs] == ["weekly_compress"]
+
+
+async def test_a_lease_renews_for_as_long_as_it_was_taken(engine: MemoryEngine, clock: ManualClock) -> None:
+    """A lease taken for 30 minutes from Leases whose default is 15 is
+    renewed for 30 again, not cut to the default (the file import's)."""
+    leases = Leases(engine.db, clock, ttl=timedelta(minutes=15))
+    lease = await leases.acquire("job", "a", ttl=timedelta(minutes=30))
+    clock.advance(timedelta(minutes=20))
+    await lease.renew()
+    clock.advance(timedelta(minutes=20))  # past a 15-minute renewal, inside a 30-minute one
+    with pytest.raises(LeaseBusy):
+        await leases.acquire("job", "b")

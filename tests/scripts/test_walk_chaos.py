@@ -1,6 +1,7 @@
 """scripts/walk_chaos.py, short: the real gateway SIGKILLed while a reply's
 send is held, while an extraction call is at the model and while a hand-run
-daily compression runs beside it, with a /forget all under way; then every
+daily compression runs beside it, with a /forget all under way and MEMORY.md
+edited by hand; then every
 invariant of the walk holds (docs/BENCHMARKS.md, "A chaos walk")."""
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ async def test_a_short_chaos_walk_breaks_no_invariant(tmp_path: Path) -> None:
         "--rounds", "3", "--modes", "send,extraction,compress", "--seed", "5",
         "--min-up", "0.2", "--max-up", "0.8", "--aim", "3", "--erase-after", "6",
         "--drain", str(START), "--settle", "0.5", "--keep", str(tmp_path / "home"),
+        "--file-edits", "1", "--paste", "300",  # hand edits of MEMORY.md, imported by the file sync
     ])
     result = await asyncio.wait_for(walk.run(args), 4 * START)
     assert result["violations"] == [], result
@@ -27,6 +29,8 @@ async def test_a_short_chaos_walk_breaks_no_invariant(tmp_path: Path) -> None:
     assert result["erasure"]["confirmed"] == 1 and result["erasure"]["words"] > 0
     assert result["answered_once"] > 0 and result["never_answered"] == 0
     assert result["messages"]["group_chatter"] > 0 and result["messages"]["edits"] > 0
+    assert result["hand_edited"]["lines"] > 0  # each imported exactly once (a violation otherwise)
+    assert result["hand_edited"]["imported"] == result["hand_edited"]["lines"]
 
 
 def test_the_walks_read_the_fakes_and_each_other_by_their_public_names() -> None:
