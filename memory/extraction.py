@@ -440,12 +440,21 @@ class ExtractionService:
             f"SELECT owner FROM extraction_buffer WHERE {_WAITING} GROUP BY owner ORDER BY MIN(id)")]
         out: list[FlushReport] = []
         for o in owners:
-            try:
-                out.extend(await self.flush_now(o))
-            except Exception as exc:  # noqa: BLE001 - that user's report says it; the others still flush
-                log.error("extraction flush failed; buffer kept", owner=o, **error_fields(exc))
-                out.append(FlushReport(owner=o, error=error_brief(exc)))
+            out.extend(await self.flush_user(o))
         return out
+
+    async def flush_user(self, owner: str) -> list[FlushReport]:
+        """:meth:`flush_now` for an operator (`myclaw memory flush`): an
+        error the flush does not record itself is that user's report, not a
+        traceback, and the users after them still flush."""
+        try:
+            return await self.flush_now(owner)
+        except Exception as exc:  # noqa: BLE001 - that user's report says it; the others still flush
+            log.error("extraction flush failed; buffer kept", owner=owner, **error_fields(exc))
+            # The lines it could not flush, all still buffered (its transaction rolled back).
+            waiting = await self.engine.db.fetchone(
+                f"SELECT COUNT(*) FROM extraction_buffer WHERE owner = ? AND {_WAITING}", (owner,))
+            return [FlushReport(owner=owner, rows=int(waiting[0]) if waiting else 0, error=error_brief(exc))]
 
     async def _flush_owner(self, owner: str, *, force: bool) -> list[FlushReport]:
         reports: list[FlushReport] = []

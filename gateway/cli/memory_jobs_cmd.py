@@ -107,7 +107,7 @@ def flush(user: str | None, as_json: bool) -> None:
                 engine, llm, quiet_gap=ex.quiet_gap, token_budget=ex.token_budget,
                 daily_flush=ex.daily_flush, timezone=cfg.gateway.timezone,
             )
-            reports = await (svc.flush_now(owner) if owner else svc.flush_all())
+            reports = await (svc.flush_user(owner) if owner else svc.flush_all())
         failed = [r for r in reports if r.error and not r.set_aside]
         if as_json:
             echo_json([asdict(r) for r in reports])

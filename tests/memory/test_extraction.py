@@ -395,7 +395,11 @@ async def test_flush_all_flushes_the_others_when_one_users_flush_raises(
     reports = await svc.flush_all()
     assert [(r.owner, r.ok) for r in reports] == [("bob", False), ("alice", True)]
     assert reports[0].error == "RuntimeError"  # the type, never the words (a bug's may quote a line)
+    assert reports[0].rows == 2  # his lines, all still waiting: the CLI says "bob: 2 messages, failed"
     assert [r[0] for r in await buffered(engine)] == ["bob", "bob"]
+    # `myclaw memory flush --user bob`: his report, not a traceback.
+    [again] = await svc.flush_user("bob")
+    assert (again.owner, again.ok, again.rows, again.error) == ("bob", False, 2, "RuntimeError")
 
 
 async def test_each_fact_is_indexed_with_the_lines_it_came_from(
