@@ -194,10 +194,8 @@ class Consolidator:
         with shared_reads():
             await self._lexical().prefetch(owner, asked, private=group is None, chat=group)
             for text in dict.fromkeys(asked):
-                found = (await self.retriever.retrieve(owner, text, limit=self.per_query) if group is None else
-                         await self.retriever.retrieve(owner, text, limit=self.per_query, private=False, chat=group))
-                for hit in found:
-                    best[hit.id] = max(best.get(hit.id, 0.0), hit.score)
+                for i, score in await self._ranked(owner, text, group):
+                    best[i] = max(best.get(i, 0.0), score)
         ranked = sorted(best, key=lambda i: -best[i])
         mems = await self.engine.get_many(ranked)
         # Only the owner's own active facts: a user's chat never rewrites
@@ -207,6 +205,16 @@ class Consolidator:
             and mems[i].status.value == "active" and (group is None or read_in(mems[i].provenance, group))
         ]
         return CandidateSet(tuple(chosen[: self.max_candidates]))
+
+    async def _ranked(self, owner: str, text: str, group: Chat | None) -> list[tuple[int, float]]:
+        """Ids and scores of the owner's best :attr:`per_query` memories for
+        ``text`` (only what ``group`` may read, when given), best first: the
+        word index's without building hits; hybrid recall's from its hits."""
+        private = group is None
+        if isinstance(self.retriever, Retriever):
+            return await self.retriever.ranked(owner, text, limit=self.per_query, private=private, chat=group)
+        hits = await self.retriever.retrieve(owner, text, limit=self.per_query, private=private, chat=group)
+        return [(h.id, h.score) for h in hits]
 
     def _lexical(self) -> Retriever:
         """The word index's retriever (hybrid recall's, under its vectors)."""
@@ -249,18 +257,16 @@ class Consolidator:
             await prepare([f.content for f in fresh])
         with shared_reads():
             await self._lexical().prefetch(owner, [f.content for f in fresh], private=group is None, chat=group)
-            hits_of = [(f, await self.retriever.retrieve(owner, f.content, limit=self.per_query) if group is None else
-                        await self.retriever.retrieve(owner, f.content, limit=self.per_query, private=False, chat=group))
-                       for f in fresh]
+            hits_of = [(f, await self._ranked(owner, f.content, group)) for f in fresh]
         for f, hits in hits_of:
-            mems = await self.engine.get_many([h.id for h in hits])
+            mems = await self.engine.get_many([i for i, _ in hits])
             # Facts share their subject ("User ...", "用户..."): a hit that
             # shares only that scores like all the others. One about the
             # same thing stands out (docs/RETRIEVAL.md, "Second look").
-            floor = max(RECHECK_MIN_SCORE, RECHECK_STANDOUT * min(h.score for h in hits) if len(hits) > 1 else 0.0)
-            for h in hits:
-                if h.score >= floor and h.id in mems and mems[h.id].category == f.category:
-                    take(mems[h.id])
+            floor = max(RECHECK_MIN_SCORE, RECHECK_STANDOUT * min(sc for _, sc in hits) if len(hits) > 1 else 0.0)
+            for i, sc in hits:
+                if sc >= floor and i in mems and mems[i].category == f.category:
+                    take(mems[i])
             if f.topic != "_general":
                 names = sorted(linked_projects(aliases, [f.project]))
                 rows = await self.engine.db.fetchall(

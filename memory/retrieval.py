@@ -195,6 +195,14 @@ def _turn_terms(turn: str) -> tuple[tuple[str, float], ...]:
     return tuple(query_terms(turn))
 
 
+@lru_cache(maxsize=OWN_TERMS_KEPT)
+def _accessed(stamp: str) -> datetime:
+    """:func:`parse_ts` of a memory's ``last_accessed``, kept: the same
+    rows are weighed again by the next messages and a flush's lines, and
+    parsing was a fifth of weighing one."""
+    return parse_ts(stamp)
+
+
 def build_match(owners: Sequence[str], terms: Iterable[str]) -> str:
     """An FTS5 query scoped to ``owners``; every user word is a quoted string."""
     who = " OR ".join(quote(owner_key(o)) for o in owners)
@@ -251,6 +259,16 @@ _MEMORY_COLUMNS = """x.id, x.owner, x.status, x.category, x.content, x.importanc
 _EVENTS = _Tables("events_fts", "events_vocab", "daily_events")
 
 
+@dataclass(frozen=True)
+class _Ranking:
+    """A retrieval's scored rows, best first, before they become hits."""
+
+    scored: list[tuple[float, sqlite3.Row]]
+    as_context: set[int]  # rows in only for the score their neighbours passed on
+    then: dict[int, tuple[str, str]]  # heir id -> (day, words) of the fact said in the period
+    tz: tzinfo | None  # the user's calendar the hits are dated on
+
+
 class _Relevance:
     """BM25 sum over the query's terms found in a memory, divided by the IDF
     mass of the message's own terms (context terms add, never normalise,
@@ -295,9 +313,13 @@ class _Relevance:
         got = 0.0
         if held:
             syn = self.syn
-            for t, f in Counter(held).items():  # the few query terms the memory holds
+            # The few query terms the memory holds, in first-seen order (as
+            # Counter's, so the sum adds in the same order): a Counter cost
+            # more to build than counting a handful of terms.
+            for t in dict.fromkeys(held) if len(held) > 1 else held:
                 if t in syn and not syn[t].isdisjoint(toks):
                     continue
+                f = held.count(t)
                 got += w[t] * f * (_K1 + 1.0) / (f + norm)
         if cues:
             ctf = Counter(cues.split())
@@ -726,11 +748,48 @@ class Retriever:
         ``_global`` are favoured over other projects. With ``limit=None``
         the result also fits the injection budget (seed 001).
         """
+        got = await self._ranking(user, query, context=context, private=private, now=now, projects=projects, tz=tz,
+                                  exclude=exclude, chat=chat, notes=notes)
+        # Build Hits for the few that can be returned only.
+        hits = [_memory_hit(sc, r, got.tz, neighbour=r["id"] in got.as_context, replaced=got.then.get(r["id"]))
+                for sc, r in got.scored[: limit if limit is not None else self.max_hits]]
+        if limit is not None:
+            return hits
+        return fit_budget(
+            hits, max_hits=self.max_hits, max_chars=self.max_chars, token_budget=self.token_budget
+        )
+
+    async def ranked(
+        self, user: str, query: str, *, limit: int, private: bool = True, chat: Chat | None = None
+    ) -> list[tuple[int, float]]:
+        """The ids and scores of ``retrieve(user, query, limit=limit, ...)``,
+        best first, without the hits: all the write path's consolidation
+        reads of them (memory/consolidate.py), and building a hit (its
+        provenance parsed, its day in the user's zone) was a tenth of a
+        flush's retrieval."""
+        got = await self._ranking(user, query, private=private, chat=chat)
+        return [(r["id"], sc) for sc, r in got.scored[:limit]]
+
+    async def _ranking(
+        self,
+        user: str,
+        query: str,
+        *,
+        context: Sequence[str] = (),
+        private: bool = True,
+        now: datetime | None = None,
+        projects: Iterable[str] | None = None,
+        tz: tzinfo | None = None,
+        exclude: Collection[int] = (),
+        chat: Chat | None = None,
+        notes: bool = False,
+    ) -> _Ranking:
+        """Every scored memory, best first (see :meth:`retrieve`)."""
         memo = shared()
         built = memo.queries.get(query) if memo is not None and not context else None
         q = list(built) if built is not None else _with_moods(query, build_query(query, context))
         if not q:
-            return []
+            return _Ranking([], set(), {}, tz)
         now = now or self.engine.clock.now()
         # A fact is dated, and "yesterday" finds it, on the day it was where it was said (memory/zonehistory.py).
         tz = await self.engine.lived(user, tz)
@@ -750,7 +809,7 @@ class Retriever:
             _MEMORIES, q, owners, select=_MEMORY_COLUMNS, join="memories x", where=where, when=when
         )
         if not rows:
-            return []
+            return _Ranking([], set(), {}, tz)
         relevance = _Relevance(q, idf, stats.avg_len)
         terms = _IndexedHere(private, chat, self._own_terms)
         if not private:
@@ -761,7 +820,7 @@ class Retriever:
                     or (when and _within(r["created_at"], when))]
 
         def weigh(rel: float, r: sqlite3.Row) -> float:
-            days = (now - parse_ts(r["last_accessed"])).total_seconds() / 86400.0
+            days = (now - _accessed(r["last_accessed"])).total_seconds() / 86400.0
             weight = r["importance"] * decay_factor(r["category"], days)
             sc: float = rel * (0.8 + 0.2 * weight)
             if named and r["project"] not in named and r["project"] != GLOBAL_OWNER:
@@ -792,14 +851,7 @@ class Retriever:
         if any(r["category"] in FADING and r["project"] != GLOBAL_OWNER for _, r in scored):
             scored = await self._faded(scored, owners, named, now)
         scored.sort(key=lambda sr: (-sr[0], -sr[1]["id"]))
-        # Build Hits for the few that can be returned only.
-        hits = [_memory_hit(sc, r, tz, neighbour=r["id"] in as_context, replaced=then.get(r["id"]))
-                for sc, r in scored[: limit if limit is not None else self.max_hits]]
-        if limit is not None:
-            return hits
-        return fit_budget(
-            hits, max_hits=self.max_hits, max_chars=self.max_chars, token_budget=self.token_budget
-        )
+        return _Ranking(scored, as_context, then, tz)
 
     async def _faded(
         self, scored: list[tuple[float, sqlite3.Row]], owners: Sequence[str], named: frozenset[str], now: datetime

@@ -70,6 +70,25 @@ async def test_a_batch_of_retrievals_returns_what_each_returned_alone(engine: Me
     assert alone[scopes[2]] != alone[scopes[3]]  # a group reads less of carol's than her private chat
 
 
+async def test_ranked_gives_retrieve_s_ids_and_scores_without_the_hits(engine: MemoryEngine, clock: ManualClock) -> None:
+    """What the consolidator reads (Retriever.ranked): retrieve's ids and
+    scores, to the bit and in its order, alone and in a batch, in a group."""
+    await _store(engine, clock)
+    clock.advance(86400 * 40)  # the events' decay counts in the scores
+    scopes = [("alice", True, None), ("bob", True, None), ("carol", True, None), ("carol", False, ("telegram", "-100"))]
+    r = Retriever(engine)
+    for limit in (1, 5, 30):
+        for s in scopes:
+            for line in LINES:
+                want = [(h.id, h.score) for h in await r.retrieve(s[0], line, limit=limit, private=s[1], chat=s[2])]
+                assert await r.ranked(s[0], line, limit=limit, private=s[1], chat=s[2]) == want, (s, line)
+    with shared_reads():
+        await r.prefetch("alice", LINES)
+        got = [await r.ranked("alice", line, limit=5) for line in LINES]
+    assert got == [[(h.id, h.score) for h in await Retriever(engine).retrieve("alice", line, limit=5)] for line in LINES]
+    assert sum(map(len, got)) > len(LINES)  # not a comparison of empty lists
+
+
 async def test_a_flush_s_candidates_read_the_owner_s_rows_and_term_counts_once(
     engine: MemoryEngine, clock: ManualClock
 ) -> None:
