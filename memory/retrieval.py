@@ -323,9 +323,13 @@ class _Relevance:
                 got += w[t] * f * (_K1 + 1.0) / (f + norm)
         if cues:
             ctf = Counter(cues.split())
-            for t in w.keys() & ctf.keys() - set(held):  # a word its own text says counts there, once
-                f = ctf[t]
-                got += CUE_WEIGHT * w[t] * f * (_K1 + 1.0) / (f + norm)
+            said = set(held)  # a word its own text says counts there, once
+            # In the order the terms were written, not a set's: a set's
+            # follows the process's string hashing, and the sum with it
+            # (same query, same memory, a last bit apart between runs).
+            for t, f in ctf.items():
+                if t in w and t not in said:
+                    got += CUE_WEIGHT * w[t] * f * (_K1 + 1.0) / (f + norm)
         if dated:
             got += self.when * (_K1 + 1.0) / (1.0 + norm)
         return got / self.mass

@@ -1,6 +1,10 @@
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -884,3 +888,37 @@ async def test_its_in_a_message_does_not_recall_a_memory_for_it(engine: MemoryEn
     got = await ids(r, "alice", "It's so expensive!")
     assert got[0] == laptop and fixed not in got, got
     assert (await ids(r, "alice", "She’s really expensive"))[0] == laptop
+
+
+_SEEDED = """
+import asyncio, sys
+from memory import ManualClock, MemoryEngine, NewMemory
+from memory.retrieval import Retriever
+
+async def main() -> None:
+    engine = await MemoryEngine.open(sys.argv[1], ManualClock("2026-03-01T12:00:00Z"))
+    terms = ("database", "postgres", "schema", "migration", "index", "replica", "backup", "vacuum", "shard",
+             "cluster", "query", "planner")
+    await engine.add(NewMemory(owner="alice", content="We picked a store for the ledger", search_terms=terms))
+    for i in range(1, len(terms)):  # each term in its own number of other memories: weights all different
+        await engine.add(NewMemory(owner="alice", content=f"note {i} on " + " and ".join(terms[:i])))
+    hits = await Retriever(engine).retrieve("alice", "ledger " + " ".join(terms))
+    print(" ".join(h.score.hex() for h in hits))
+    await engine.close()
+
+asyncio.run(main())
+"""
+
+
+def test_a_score_is_the_same_in_every_process(tmp_path: Path) -> None:
+    """A memory's search terms were summed in a set's order, which follows
+    Python's per-process string hashing: the same query scored a last bit
+    apart from one run to the next, and a tie at the cut could flip. Summed
+    in the order they were written, it is one score."""
+    scores = set()
+    for seed in ("1", "2", "3", "4", "5", "6"):
+        db = tmp_path / f"m{seed}.db"
+        out = subprocess.run([sys.executable, "-c", _SEEDED, str(db)], capture_output=True, text=True, check=True,
+                             env={**os.environ, "PYTHONHASHSEED": seed})
+        scores.add(out.stdout.strip())
+    assert len(scores) == 1 and next(iter(scores)), scores
