@@ -296,16 +296,7 @@ async def test_the_bot_removed_while_a_stop_cuts_its_erasure_is_erased_at_the_ne
         try:
             await app.open()
             await asyncio.wait_for(app.start(), 15)
-            assert app.loop is not None and app.extraction is not None
-            tg.push_text(FAMILY, DAD, "I'll book the hotel for the lake trip", chat_type="supergroup",
-                         first_name="Dad", mention=True)
-            await tg.wait_sent(1, timeout=10)
-            assert await app.loop.drain(5)
-            model.notes.append(("book the hotel for the lake trip", {"facts": [
-                _note("Dad is booking the hotel for the lake trip", ["hotel", "lake trip"],
-                      "book the hotel for the lake trip")], "summary": "Dad books the hotel"}))
-            clock.advance(300)
-            assert all(r.ok for r in await app.extraction.tick())  # type: ignore[attr-defined]
+            await _dad_books_the_hotel(app, tg, model, clock, ["hotel", "lake trip"])
             had = await _group_rows(app, owner)
         finally:
             await asyncio.wait_for(app.close(), 15)
@@ -341,16 +332,7 @@ async def test_a_group_jobs_run_recalls_that_groups_notes_and_another_groups_job
         try:
             await app.open()
             await asyncio.wait_for(app.start(), 15)
-            assert app.loop is not None and app.extraction is not None
-            tg.push_text(FAMILY, DAD, "I'll book the hotel for the lake trip", chat_type="supergroup",
-                         first_name="Dad", mention=True)
-            await tg.wait_sent(1, timeout=10)
-            assert await app.loop.drain(5)
-            model.notes.append(("book the hotel for the lake trip", {"facts": [
-                _note("Dad is booking the hotel for the lake trip", ["hotel", "booking", "lake trip"],
-                      "book the hotel for the lake trip")], "summary": "Dad books the hotel"}))
-            clock.advance(300)
-            assert all(r.ok for r in await app.extraction.tick())  # type: ignore[attr-defined]
+            await _dad_books_the_hotel(app, tg, model, clock, ["hotel", "booking", "lake trip"])
             ask = "Remind everyone who is booking the hotel for the lake trip"
             await app.loop.run_job(channel="telegram", chat_id=str(FAMILY), user=owner_leo, text=ask)
             here = _chat_turn(llm.requests)
@@ -361,6 +343,21 @@ async def test_a_group_jobs_run_recalls_that_groups_notes_and_another_groups_job
     first = _recalled(here).splitlines()[0]
     assert "Dad is booking the hotel" in first and "the group's note, said by Dad" in first, first
     assert "Dad is booking" not in _prompt(elsewhere) and "said by Dad" not in _prompt(elsewhere)  # none elsewhere
+
+async def _dad_books_the_hotel(app: Any, tg: FakeTelegram, model: Scripted, clock: ManualClock,
+                               terms: list[str]) -> None:
+    """Dad says it in the family group, and the memory model notes it as the group's."""
+    assert app.loop is not None and app.extraction is not None
+    tg.push_text(FAMILY, DAD, "I'll book the hotel for the lake trip", chat_type="supergroup",
+                 first_name="Dad", mention=True)
+    await tg.wait_sent(1, timeout=10)
+    assert await app.loop.drain(5)
+    model.notes.append(("book the hotel for the lake trip", {"facts": [
+        _note("Dad is booking the hotel for the lake trip", terms,
+              "book the hotel for the lake trip")], "summary": "Dad books the hotel"}))
+    clock.advance(300)
+    assert all(r.ok for r in await app.extraction.tick())
+
 
 async def _rows_on_disk(tmp_path: Path, clock: ManualClock, owner: str) -> int:
     from memory import MemoryEngine
