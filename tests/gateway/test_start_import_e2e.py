@@ -1,7 +1,8 @@
 """The start's import of the memory files (gateway/app.py
-``_open_write_path``) taken over mid-paste by another import: the real App,
-its own memory.db and workspace, the fake model and Telegram on 127.0.0.1.
-The takeover is another holder's, on the App's own engine, so it queues on
+``_open_write_path``) when it does not run to the end, and what it says:
+taken over mid-paste by another import; held off by a holder not known to
+be gone; held off by a running import. The real App, its own memory.db and
+workspace, the fake model and Telegram on 127.0.0.1. The takeover is another holder's, on the App's own engine, so it queues on
 its writer and lands between two of the import's batches (as a reply's
 write does); that holder's clock is 31 minutes on: the start's import, as it
 sees it, stalled past its 30-minute lease."""
@@ -71,3 +72,81 @@ async def test_a_start_import_taken_over_mid_paste_says_so_not_that_another_is_r
     ], said
     assert not any("another import is running" in e["event"] for e in events)
     assert "pasted line" not in stream.getvalue()
+
+
+async def test_a_start_import_held_off_by_a_holder_not_known_to_be_gone_does_not_say_one_is_running(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """The lease's holder cannot be proved gone (here an old-format holder:
+    it could be a dead process in another container as well as a live
+    import on another machine): nothing is imported, and the start says the
+    lease is held, not that another import is running."""
+    from memory import MemoryEngine
+
+    (tmp_path / "workspace" / "memory").mkdir(parents=True)
+    (tmp_path / "workspace" / "memory" / "MEMORY.md").write_text("- Standup is at 10:00\n")
+    (tmp_path / "data").mkdir()
+    async with await MemoryEngine.open(tmp_path / "data" / "memory.db", clock) as engine:
+        await Leases(engine.db, clock).acquire(FILE_SYNC_LEASE, "migrate@4242:abcd")
+    stream = io.StringIO()
+    configure_logging(level="INFO", stream=stream, json_output=True)
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)})
+        try:
+            await asyncio.wait_for(app.open(), 30)
+            engine = app.backend.engine  # type: ignore[union-attr]
+            row = await engine.db.fetchone(IMPORTED)
+            assert row is not None and row[0] == 0
+        finally:
+            await asyncio.wait_for(app.close(timeout=0), 30)
+    events = [json.loads(line) for line in stream.getvalue().splitlines() if line.startswith("{")]
+    [said] = [e for e in events if "import" in e["event"] and e.get("logger") == "gateway.app"]
+    assert said["level"] == "warning"
+    assert said["event"] == ("memory files not imported at start: their import lease is held by a process not known "
+                             "to be gone (a dead one elsewhere waits out its expiry); imported once it is free")
+    assert said["why"].startswith("job lease 'file_sync' is held by migrate (pid 4242, not known to be gone")
+
+
+_HOLDER = """
+import asyncio, sys
+sys.path.insert(0, sys.argv[1])
+from memory.engine import MemoryEngine
+from memory.filesync import FILE_SYNC_LEASE
+from memory.lease import Leases
+async def main():
+    eng = await MemoryEngine.open(sys.argv[2])
+    async with Leases(eng.db, eng.clock).hold(FILE_SYNC_LEASE, "migrate"):
+        print("held", flush=True)
+        await asyncio.sleep(3600)
+asyncio.run(main())
+"""
+
+
+async def test_a_start_import_held_off_by_a_running_import_says_so(tmp_path: Path, clock: ManualClock) -> None:
+    """A `myclaw memory migrate` running in another process (proved alive): "another import is running"."""
+    import subprocess
+    import sys
+
+    (tmp_path / "workspace" / "memory").mkdir(parents=True)
+    (tmp_path / "workspace" / "memory" / "MEMORY.md").write_text("- Standup is at 10:00\n")
+    (tmp_path / "data").mkdir()
+    root = str(Path(__file__).resolve().parents[2])
+    stream = io.StringIO()
+    configure_logging(level="INFO", stream=stream, json_output=True)
+    with subprocess.Popen([sys.executable, "-c", _HOLDER, root, str(tmp_path / "data" / "memory.db")],
+                          stdout=subprocess.PIPE) as holder:
+        try:
+            assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+            async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+                app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)})
+                try:
+                    await asyncio.wait_for(app.open(), 30)
+                finally:
+                    await asyncio.wait_for(app.close(timeout=0), 30)
+        finally:
+            holder.kill()
+            holder.wait(10)
+    events = [json.loads(line) for line in stream.getvalue().splitlines() if line.startswith("{")]
+    [said] = [e for e in events if "import" in e["event"] and e.get("logger") == "gateway.app"]
+    assert said["event"] == "memory files not imported at start: another import is running"
+    assert said["why"].startswith(f"job lease 'file_sync' is held by migrate (pid {holder.pid}, running)")
