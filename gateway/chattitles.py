@@ -142,7 +142,7 @@ class ChatTitles:
         self._next_lookup: LRU[str, tuple[datetime, timedelta]] = LRU(chats_kept)
         self._tasks: dict[str, asyncio.Task[None]] = {}  # place -> its lookup under way
         self.refused: dict[str, str] = {}  # channel -> the permission it was refused, while it is
-        self._refused_until: dict[str, tuple[datetime, timedelta]] = {}
+        self._refused_until: dict[str, tuple[datetime, timedelta]] = {}  # channel -> the same, refused
         self._warned: set[str] = set()  # channels whose refusal was said at warning level
 
     async def load(self) -> None:
