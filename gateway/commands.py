@@ -40,7 +40,7 @@ import math
 import re
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import TYPE_CHECKING
@@ -226,6 +226,10 @@ class UserCommands:
         self.monotonic = monotonic
         self._codes: dict[str, tuple[str, datetime, float]] = {}  # user -> /forget all code, valid until, given
         self._exported: dict[str, datetime] = {}  # user -> when their last /export was made
+
+    def footprint(self) -> dict[str, Collection[object]]:
+        """Its per-user state, by name, read-only: for measuring (scripts/bench_soak.py), not to change."""
+        return {"codes": self._codes, "exported": self._exported}
 
     async def run(self, name: str, args: str, *, user: str, private: bool, chat_zh: bool | None = None,
                   app_zh: bool = False, chat: Chat | None = None, asking: MessageKey | None = None) -> str:

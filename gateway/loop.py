@@ -37,7 +37,7 @@ import sqlite3
 import time
 from array import array
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta, tzinfo
 
@@ -507,6 +507,11 @@ class ProcessLoop:
         self._closed = False
 
     # -- dispatch ---------------------------------------------------------------
+
+    def footprint(self) -> dict[str, Collection[object]]:
+        """Its per-chat state, by name, read-only: for measuring (scripts/bench_soak.py), not to change."""
+        return {"queues": self._queues, "workers": self._workers, "buffering": self._buffering,
+                "current": self._current, "clean": self._clean.view(), "moving": self._moving}
 
     async def run(self) -> None:
         """Take messages off the bus until cancelled."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import difflib
 import re
 import sqlite3
+from collections.abc import Collection
 from contextlib import closing
 from pathlib import Path
 from datetime import datetime, timedelta, timezone, tzinfo
@@ -184,6 +185,10 @@ class UserTimezones:
         self.db = db
         # The most recent users' zones; one forgotten is read again.
         self._cache: LRU[str, tzinfo | None] = LRU(users_kept)
+
+    def footprint(self) -> dict[str, Collection[object]]:
+        """Its per-user cache, by name, read-only: for measuring (scripts/bench_soak.py), not to change."""
+        return {"cache": self._cache.view()}
 
     async def get(self, owner: str) -> tzinfo | None:
         """The user's zone, or None when they set none."""

@@ -20,7 +20,7 @@ import re
 import sqlite3
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, tzinfo
 from pathlib import Path
@@ -358,6 +358,10 @@ class MemoryEngine:
         self._owners_kept = owners_kept
         self._erased: set[int] = set()  # memories erased or reworded since the last purge_erased
         self._erase_listeners: list[Callable[[Sequence[int]], object]] = []
+
+    def footprint(self) -> dict[str, Collection[object]]:
+        """Its per-owner caches, by name, read-only: for measuring (scripts/bench_soak.py), not to change."""
+        return {"projects": self._projects.view(), "profiles": self._profiles}
 
     @classmethod
     async def open(

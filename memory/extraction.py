@@ -46,7 +46,7 @@ import asyncio
 import contextlib
 import re
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence, Set
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence, Set
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, tzinfo
 from zoneinfo import ZoneInfo
@@ -232,6 +232,10 @@ class ExtractionService:
         self._left: dict[tuple[str, str], str] = {}
 
     # -- lifecycle ------------------------------------------------------------
+
+    def footprint(self) -> dict[str, Collection[object]]:
+        """Its per-user state, by name, read-only: for measuring (scripts/bench_soak.py), not to change."""
+        return {"locks": self._locks, "held": self._held}
 
     def attach(self, memory: SqliteMemory) -> None:
         """Register on ``SqliteMemory.on_buffered`` so a new turn wakes the loop."""

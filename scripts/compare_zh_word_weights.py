@@ -142,7 +142,7 @@ def patch_cohesion(theta: float, glue_word: float, non_word: float) -> None:
                     continue
                 r = df.get(x.term, 0) / min(chars)
                 if _glue(x.term) and r >= theta:
-                    q[i] = retrieval.QueryTerm(x.term, x.weight * glue_word / tokenize._GLUE_BIGRAM_WEIGHT, x.from_query)
+                    q[i] = retrieval.QueryTerm(x.term, x.weight * glue_word / tokenize.GLUE_BIGRAM_WEIGHT, x.from_query)
                 elif not _glue(x.term) and r < theta:
                     q[i] = retrieval.QueryTerm(x.term, x.weight * non_word, x.from_query)
         return await base(self, t, q, *a, **k)
