@@ -14,6 +14,9 @@ enough) up to ``--hi`` (it says nothing) over ``--k``:
 * ``rel``: v = the best candidate's message-only relevance (its BM25 sum
   over the message's own terms / the message's IDF mass, as §4): how well
   the message alone matches. The candidates are chosen at 0.4.
+* ``ratio``: v = that relevance over the best candidate's context-only
+  relevance (the context terms as a query of their own, normalised by
+  their own mass): whether the message finds less than its context does.
 
 A measurement, not a product path: it wraps the retriever's candidate
 step in this process only (the list of query terms it is given is the one
@@ -119,9 +122,14 @@ def patched(original: Any, signal: str, hi: float, k: float) -> Any:
             rescale(q, share(mass / top))
         rows, idf, stats = await original(self, t, q, owners, select, join, where, when)
         own = [x for x in q if x.from_query]
-        if signal == "rel" and rows and own and any(map(_context, q)):
+        if signal in ("rel", "ratio") and rows and own and any(map(_context, q)):
             rel = retrieval._Relevance(own, idf, stats.avg_len)  # message-only, normalised as §4
             best = max(rel(r["_terms"], bool(when) and retrieval._within(r["created_at"], when)) for r in rows)
+            if signal == "ratio":
+                # The context alone, normalised by its own mass (as a query of its own).
+                ctx = [QueryTerm(x.term, x.weight, True) for x in q if _context(x)]
+                crel = retrieval._Relevance(ctx, idf, stats.avg_len)
+                best /= max(max(crel(r["_terms"]) for r in rows), 1e-9)
             rescale(q, share(best))
         return rows, idf, stats
 
@@ -130,7 +138,7 @@ def patched(original: Any, signal: str, hi: float, k: float) -> Any:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    ap.add_argument("signal", choices=["mass", "rel"])
+    ap.add_argument("signal", choices=["mass", "rel", "ratio"])
     ap.add_argument("--hi", type=float, nargs="+", default=[0.8], help="the share when the message says nothing")
     ap.add_argument("--k", type=float, nargs="+", default=[2.0], help="v at which the share is back to 0.4")
     ap.add_argument("--no-locomo", action="store_true", help="MADial only (LoCoMo's questions have no context)")
