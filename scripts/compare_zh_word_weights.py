@@ -210,7 +210,7 @@ def patch_rare_chars(theta: float, char_word: float) -> None:
             stats, df = await self._term_stats(t, chars)
             for i, x in enumerate(q):
                 if _CHAR.match(x.term) and stats.rows and 0 < df.get(x.term, 0) < theta * stats.rows:
-                    w = x.weight / tokenize._UNIGRAM_WEIGHT * char_word if x.weight < 1.0 or not x.from_query else x.weight
+                    w = x.weight / tokenize.UNIGRAM_WEIGHT * char_word if x.weight < 1.0 or not x.from_query else x.weight
                     q[i] = retrieval.QueryTerm(x.term, min(w, 1.0 if x.from_query else retrieval.CONTEXT_WEIGHT),
                                                x.from_query)
         return await base(self, t, q, *a, **k)
@@ -235,7 +235,7 @@ def patch_char_in_another_word(max_df: int, char_word: float) -> None:
         for x in q:
             # idf = ln(1 + (N - df + .5) / (df + .5)) ~ ln((N + 1) / (df + .5)): top - idf ~ ln(2 df + 1).
             if _CHAR.match(x.term) and x.weight < 1.0 and 1e-9 < top - idf[x.term] <= math.log(2 * max_df + 1.5):
-                w = x.weight / tokenize._UNIGRAM_WEIGHT * (char_word - tokenize._UNIGRAM_WEIGHT)
+                w = x.weight / tokenize.UNIGRAM_WEIGHT * (char_word - tokenize.UNIGRAM_WEIGHT)
                 chars[x.term] = (w * idf[x.term], frozenset(b for b in bgs if x.term in b))
         extra[id(self)] = chars
 
