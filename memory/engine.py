@@ -52,7 +52,9 @@ from .types import (
     Source,
     Status,
 )
-from .zonehistory import Lived, Span, drop_zones, fill, gateway_started, read_gateway_spans, read_spans, record_change
+from .zonehistory import (
+    Lived, Span, drop_zones, fill, gateway_started, read_gateway_spans, read_spans, record_change, record_return,
+)
 
 __all__ = [
     "Backlog",
@@ -792,6 +794,13 @@ class MemoryEngine:
     async def zone_changed(self, owner: str, before: tzinfo, *, since: str, at: datetime) -> None:
         """``owner`` left ``before`` (in force since ``since``; "" unknown) at ``at``."""
         await record_change(self.db, owner, before, since=since, at=at)
+        self._zones.pop(owner)
+
+    async def zone_named(self, owner: str, gateway: tzinfo, *, at: datetime) -> None:
+        """``owner``, on the gateway's zone (``gateway`` today) since a reset,
+        names their own at ``at``: the gap keeps the gateway's days
+        (:func:`memory.zonehistory.record_return`)."""
+        await record_return(self.db, owner, gateway, at=at)
         self._zones.pop(owner)
 
     def owners_changed(self, *owners: str) -> None:
