@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 import aiosqlite
 import structlog
 
-from .clock import Clock, SystemClock, ZoneOf, format_ts, local_day
+from .clock import Clock, SystemClock, ZoneOf, ZoneUnread, format_ts, local_day
 from .cues import CUE_MARK, cue_text, join_terms, split_terms
 from .buffer import NOT_GONE, continue_ids, drop_owner_lines, reconcile
 from .db import Database
@@ -780,6 +780,8 @@ class MemoryEngine:
         assert self.zone_of is not None
         try:
             return await self.zone_of(owner) is None
+        except ZoneUnread:
+            return False  # gateway.db trouble, said where it was read: their own spans alone date them
         except Exception as exc:  # gateway.db trouble: their own spans alone date them, as before
             log.warning("user time zone not read", owner=owner, **error_fields(exc))
             return False
