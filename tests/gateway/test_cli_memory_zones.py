@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from memory import MemoryEngine, ManualClock
+from memory import Category, ManualClock, MemoryEngine, NewMemory
 from memory.backend import Turn
 from memory.clock import format_ts
 from memory.service import SqliteMemory
@@ -146,3 +146,23 @@ def test_a_gateway_db_that_cannot_be_read_leaves_the_gateways_zone_with_a_warnin
     assert f"warning: user time zones not read from {home / 'data' / 'gateway.db'}" in r.stderr, r.stderr
     assert "dentist" not in r.stderr
     assert days(home, "alice") == ["2026-05-04"]  # Shanghai's
+
+
+def test_search_reads_a_named_day_where_one_without_a_zone_lived_it(home: Path) -> None:
+    """Bob set no zone; the gateway ran on UTC until 10 May. What he told
+    it at 20:00 UTC on 4 May (5 May in Shanghai, today's zone) is found
+    by "5月4日", as the bot's own recall finds it."""
+    said = datetime(2026, 5, 4, 20, 0, tzinfo=UTC)
+
+    async def history(engine: MemoryEngine) -> None:
+        await engine.gateway_zone(UTC, at=datetime(2026, 5, 1, tzinfo=UTC))
+        await engine.gateway_zone(SHANGHAI, at=datetime(2026, 5, 10, tzinfo=UTC))
+        stamp = format_ts(said)
+        await engine.add(NewMemory(owner="bob", content="Bob parked the van in the underground garage",
+                                   category=Category.DECISION, importance=0.8,
+                                   provenance=Provenance(date_from=stamp, date_to=stamp)))
+
+    on_memory(home, history, at=said)
+    r = cli("memory", "search", "5月4日我跟你说了什么", "--user", "bob", "--json")
+    assert r.exit_code == 0, r.output
+    assert [h["content"] for h in json.loads(r.stdout)] == ["Bob parked the van in the underground garage"], r.stdout
