@@ -77,3 +77,33 @@ async def test_a_first_timezone_still_records_no_gateway_span(tmp_path: Path, cl
     async with running(tmp_path, Model(), clock) as (app, _):
         await say(app, clock, "/timezone New York", ALICE)
         assert await read_spans(app.backend.engine.db, OWNER) == ()  # type: ignore[attr-defined]
+
+
+async def test_the_file_store_keeps_each_line_on_the_day_of_the_zone_it_was_written_in(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """Memory disabled (the file store), gateway on UTC. The files are the
+    record: each line sits in the day file of the zone in force when it was
+    written, and a later /timezone moves none (docs/ARCHITECTURE.md, the
+    file store's row: a line's instant is not kept, only its day and wall
+    time). Before her first /timezone: UTC's 10 Nov (08:30 on 11 Nov in
+    Tokyo); in Tokyo: Tokyo's; after a reset: UTC's again, as the database
+    store now dates that gap too."""
+    from memory.filestore import FileMemory
+
+    clock.set(datetime(2026, 11, 10, 23, 30, tzinfo=UTC))
+    async with running(tmp_path, Model(), clock, memory={"enabled": False}) as (app, _):
+        assert isinstance(app.backend, FileMemory)
+        await say(app, clock, "the spare key is under the blue flowerpot", ALICE)
+        await say(app, clock, "/timezone Tokyo", ALICE)
+        clock.set(datetime(2026, 11, 11, 23, 30, tzinfo=UTC))
+        await say(app, clock, "the bike lock code is on the fridge", ALICE)
+        await say(app, clock, "/timezone reset", ALICE)
+        clock.set(datetime(2026, 11, 12, 23, 30, tzinfo=UTC))
+        await say(app, clock, "the parcel goes to the side door", ALICE)
+        await say(app, clock, "/timezone New York", ALICE)
+        folder = app.backend.user_dir(OWNER)
+        logs = {f.name: f.read_text(encoding="utf-8") for f in folder.iterdir() if f.name.startswith("2026-")}
+        assert "- 23:30 user: the spare key is under the blue flowerpot" in logs["2026-11-10.md"]
+        assert "- 08:30 user: the bike lock code is on the fridge" in logs["2026-11-12.md"]
+        assert "- 23:30 user: the parcel goes to the side door" in logs["2026-11-12.md"]
