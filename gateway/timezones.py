@@ -219,7 +219,7 @@ class UserTimezones:
         trouble = (fields["error"], fields.get("sqlite_error"), fields.get("errno"))
         if trouble != self._trouble:
             self._trouble = trouble
-            log.warning("user time zones not read: the gateway's zone dates until they are", path=str(self.db.path),
+            log.warning("user time zones not read; the gateway's zone is used until they are", path=str(self.db.path),
                         **fields)
 
     async def set(self, owner: str, tz: tzinfo, *, at: datetime) -> None:

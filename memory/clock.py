@@ -20,7 +20,8 @@ ZoneOf = Callable[[str], Awaitable[tzinfo | None]]
 class ZoneUnread(Exception):
     """A :data:`ZoneOf` could not read the zone and has said so in the log
     itself, once for the trouble (gateway/timezones.py): the caller falls
-    back without a line of its own (one a recall was the log full of it)."""
+    back without logging it again (each caller's line, at every message,
+    filled the log)."""
 
 
 class Clock:
