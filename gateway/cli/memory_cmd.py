@@ -273,7 +273,8 @@ async def _search(path: Path, owner: str | None, query: str, limit: int, as_json
         # A person's handles that stored rows before the mapping (merge-identities
         # not run yet) are theirs: /export lists them, an erasure takes them.
         for u in [owner, *(h for h in handles or () if h in owners)] if owner else owners:
-            tz = zones.calendar(owner or u) if zones is not None else UTC  # a handle's rows are the person's: their calendar
+            # A handle's rows are the person's: their calendar.
+            tz = zones.calendar(owner or u) if zones is not None else UTC
             for h in await retriever.retrieve(u, query, limit=limit, tz=tz):
                 found.setdefault((h.kind, h.id), ("", h))
             for h in await retriever.search_events(u, query, limit=limit, tz=tz):
