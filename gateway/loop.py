@@ -44,7 +44,7 @@ from datetime import timedelta, tzinfo
 import structlog
 
 from memory.backend import MemoryBackend
-from memory.clock import format_ts, parse_ts
+from memory.clock import ZoneUnread, format_ts, parse_ts
 from memory.errorlog import Wordless
 from memory.identity import IdentityMap
 from memory.lru import LRU
@@ -1405,6 +1405,8 @@ class ProcessLoop:
             return None
         try:
             return await self.timezones.get(user)
+        except ZoneUnread:
+            return None  # said once by UserTimezones, not once a message
         except Exception as exc:  # gateway.db trouble costs the zone (the gateway's is used), not the reply
             log.error("user time zone not read", user=user, **error_fields(exc))
             return None

@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 import aiosqlite
 import structlog
 
-from .clock import Clock, SystemClock, ZoneOf, format_ts, local_day
+from .clock import Clock, SystemClock, ZoneOf, ZoneUnread, format_ts, local_day
 from .cues import CUE_MARK, cue_text, join_terms, split_terms
 from .buffer import NOT_GONE, continue_ids, drop_owner_lines, reconcile
 from .db import Database
@@ -52,7 +52,9 @@ from .types import (
     Source,
     Status,
 )
-from .zonehistory import Lived, Span, drop_zones, fill, gateway_started, read_gateway_spans, read_spans, record_change
+from .zonehistory import (
+    Lived, Span, drop_zones, fill, gateway_started, read_gateway_spans, read_spans, record_change, record_return,
+)
 
 __all__ = [
     "Backlog",
@@ -782,6 +784,8 @@ class MemoryEngine:
         assert self.zone_of is not None
         try:
             return await self.zone_of(owner) is None
+        except ZoneUnread:
+            return False  # gateway.db trouble, said where it was read: their own spans alone date them
         except Exception as exc:  # gateway.db trouble: their own spans alone date them, as before
             log.warning("user time zone not read", owner=owner, **error_fields(exc))
             return False
@@ -796,6 +800,13 @@ class MemoryEngine:
     async def zone_changed(self, owner: str, before: tzinfo, *, since: str, at: datetime) -> None:
         """``owner`` left ``before`` (in force since ``since``; "" unknown) at ``at``."""
         await record_change(self.db, owner, before, since=since, at=at)
+        self._zones.pop(owner)
+
+    async def zone_named(self, owner: str, gateway: tzinfo, *, at: datetime) -> None:
+        """``owner``, on the gateway's zone (``gateway`` today) since a reset,
+        names their own at ``at``: the gap keeps the gateway's days
+        (:func:`memory.zonehistory.record_return`)."""
+        await record_return(self.db, owner, gateway, at=at)
         self._zones.pop(owner)
 
     def owners_changed(self, *owners: str) -> None:

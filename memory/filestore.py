@@ -470,7 +470,10 @@ class FileMemory(MemoryBackend):
     ``tz`` is the gateway's timezone; a user's lines and daily files are
     dated in their own zone (``zone_of``, /timezone) when written, the
     gateway's when they set none. No history is kept: the zone then is
-    the zone the line was said in.
+    the zone the line was said in. A later /timezone moves no line (a
+    line keeps its day and wall time, not its instant), so what was said
+    before a user's first one keeps the gateway's day, where the SQLite
+    store reads it in the zone named (docs/ARCHITECTURE.md).
     """
 
     kind = "files"
