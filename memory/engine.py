@@ -74,6 +74,9 @@ _W = TypeVar("_W", bound=Callable[..., Awaitable[Any]])
 
 TIER1 = "tier1"  # Database.stamp name of what the profile cache holds
 INDEX = "index"  # Database.stamp name of the FTS indexes' content (retrieval's statistics cache)
+# Database.stamp name of who rows name other than by a new row: a row erased,
+# moved to another owner, its speakers rewritten (memory/samenames.py's cache).
+SPEAKERS = "speakers"
 PROFILE_CACHE_SIZE = 4096  # owners whose Tier 1 markdown is kept
 # Tier 1 is in every system prompt (seed 000: ~100 entries), so it has a
 # budget like the other injections (seed 001): an entry is a short fact; one
@@ -672,6 +675,7 @@ class MemoryEngine:
             raise MemoryNotFound(f"no memory with id {memory_id}")
         content = row["content"]
         self.db.bump(INDEX)
+        self.db.bump(SPEAKERS)  # a group's note erased: who it named goes with it
         await conn.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
         await conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
         if row["superseded_by"] is not None:  # its words leave the fact that replaced it
@@ -721,6 +725,7 @@ class MemoryEngine:
         async with self.db.transaction() as conn:
             self.db.bump(TIER1)
             self.db.bump(INDEX)
+            self.db.bump(SPEAKERS)
             await conn.execute(
                 "DELETE FROM memories_fts WHERE rowid IN (SELECT id FROM memories WHERE owner = ?)", (owner,)
             )
@@ -801,6 +806,7 @@ class MemoryEngine:
         self.db.bump(TIER1)
         self.db.bump(INDEX)
         self.db.bump(ALIASES)
+        self.db.bump(SPEAKERS)  # merge renames the groups' speakers too
         for owner in owners:
             self._projects.pop(owner, None)
             self._zones.pop(owner)
@@ -1318,6 +1324,7 @@ class MemoryEngine:
             raise MemoryNotFound(f"no event with id {event_id}")
         await conn.execute("DELETE FROM events_fts WHERE rowid = ?", (event_id,))
         self.db.bump(INDEX)
+        self.db.bump(SPEAKERS)
 
     # -- overview -----------------------------------------------------------
 
