@@ -140,7 +140,8 @@ class SameNames:
             await _read_rows(db, owner, known, upto, since=False)
         else:
             await _read_rows(db, owner, known, upto, since=True)
-        self._groups[owner] = known
+        if self._stamp == stamp:  # not when another group's read saw an erasure meanwhile: this entry may hold it
+            self._groups[owner] = known
         while len(self._groups) > self.max_groups:
             self._groups.popitem(last=False)
         who = {name: set(members) for name, members in known.who.items()}
