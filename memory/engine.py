@@ -35,6 +35,7 @@ from .buffer import NOT_GONE, continue_ids, drop_owner_lines, reconcile
 from .db import Database
 from .errorlog import error_fields
 from .format import truncate
+from .groupowner import is_group_owner
 from .lru import LRU
 from .pastplan import passed
 from .projects import ALIASES, Aliased, Unaliased, move_facts, remove_alias, set_alias
@@ -76,6 +77,10 @@ _W = TypeVar("_W", bound=Callable[..., Awaitable[Any]])
 
 TIER1 = "tier1"  # Database.stamp name of what the profile cache holds
 INDEX = "index"  # Database.stamp name of the FTS indexes' content (retrieval's statistics cache)
+# Database.stamp name of who a group's rows name, changed other than by a new
+# row: one erased, rows moved between owners, a note's speakers rewritten
+# (memory/samenames.py's cache). A user's own row erased does not move it.
+SPEAKERS = "speakers"
 PROFILE_CACHE_SIZE = 4096  # owners whose Tier 1 markdown is kept
 # Tier 1 is in every system prompt (seed 000: ~100 entries), so it has a
 # budget like the other injections (seed 001): an entry is a short fact; one
@@ -678,6 +683,8 @@ class MemoryEngine:
             raise MemoryNotFound(f"no memory with id {memory_id}")
         content = row["content"]
         self.db.bump(INDEX)
+        if is_group_owner(row["owner"]):
+            self.db.bump(SPEAKERS)  # a group's note erased: who it named goes with it
         await conn.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
         await conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
         if row["superseded_by"] is not None:  # its words leave the fact that replaced it
@@ -727,6 +734,8 @@ class MemoryEngine:
         async with self.db.transaction() as conn:
             self.db.bump(TIER1)
             self.db.bump(INDEX)
+            if is_group_owner(owner):  # a group wipe (a member's notes in groups went by delete, above)
+                self.db.bump(SPEAKERS)
             await conn.execute(
                 "DELETE FROM memories_fts WHERE rowid IN (SELECT id FROM memories WHERE owner = ?)", (owner,)
             )
@@ -816,6 +825,7 @@ class MemoryEngine:
         self.db.bump(TIER1)
         self.db.bump(INDEX)
         self.db.bump(ALIASES)
+        self.db.bump(SPEAKERS)  # merge renames the groups' speakers too
         for owner in owners:
             self._projects.pop(owner, None)
             self._zones.pop(owner)
@@ -1328,6 +1338,10 @@ class MemoryEngine:
     @_in_transaction
     async def delete_event(self, event_id: int, *, conn: aiosqlite.Connection | None = None) -> None:
         assert conn is not None  # opened by @_in_transaction when not given
+        async with conn.execute("SELECT owner FROM daily_events WHERE id = ?", (event_id,)) as c:
+            row = await c.fetchone()
+        if row is not None and is_group_owner(row[0]):
+            self.db.bump(SPEAKERS)  # a group's day erased: who it named goes with it
         cur = await conn.execute("DELETE FROM daily_events WHERE id = ?", (event_id,))
         if cur.rowcount == 0:
             raise MemoryNotFound(f"no event with id {event_id}")
