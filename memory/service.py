@@ -31,7 +31,7 @@ from .format import fit_budget
 from .forgetting import Forgotten, erase_planned, event_hit, plan_erasure, repeats_forgotten
 from .neighbours import earned
 from .groupnotes import citing, forget_group, move_group
-from .groupowner import group_owner, is_group_owner
+from .groupowner import group_owner, is_group_owner, logged_owner
 from .scope import Chat
 from .redact import redact_credentials
 from .retrieval import DATED_EVENTS_MAX, MAX_QUERY_CHARS, Retriever
@@ -433,7 +433,7 @@ class SqliteMemory(MemoryBackend):
             out.buffered_lines = plan.buffered_lines
         if out.erased:
             await self.engine.purge_erased()
-            log.info("memories forgotten at the user's request", owner=user, erased=len(out.erased),
+            log.info("memories forgotten at the user's request", owner=logged_owner(user), erased=len(out.erased),
                      buffered_lines=out.buffered_lines)
             if self.files is not None:
                 # What was imported from their files goes there too: a MEMORY.md
