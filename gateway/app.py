@@ -452,6 +452,7 @@ class App:
             assert isinstance(self.backend, SqliteMemory)  # the engine's store
             self.loop.chat_moves["group_memory"] = self.backend.move_group  # after its rows' chat moved
             self.loop.bot_left["group_memory"] = self.backend.forget_group  # the bot removed: it goes
+            self.loop.same_names = self.backend.shared_names  # tagged in the prompt as in the notes
 
         if cfg.cron.enabled:
             await self._open_cron()

@@ -61,7 +61,7 @@ from .corrections import with_corrected
 from .engine import MemoryEngine
 from .errorlog import error_brief, error_fields
 from .llm import Fact, LLMOverflow, MemoryLLM, MemoryLLMError
-from .groupowner import is_group_owner, member_tag
+from .groupowner import is_group_owner, member_label, member_tag
 from .samenames import shared_names
 from .scope import in_group
 from .service import SqliteMemory, original_message_id
@@ -774,14 +774,7 @@ def _speaker_labels(rows: Sequence[_Row], shared: Set[str] = frozenset()) -> lis
             for r, name in zip(rows, names, strict=True)]
 
 
-def _speaker_label(name: str) -> str:
-    """A member's name as a line's label: one line, no colon to fake
-    another label with, never the bot's; a member the gateway knew no name
-    of is "a member"."""
-    flat = " ".join(name.replace(":", " ").replace("[", "(").replace("]", ")").split())[:60]
-    if flat.casefold().startswith("assistant"):  # a member named so is not the bot
-        flat = f"member {flat}"
-    return flat or "a member"
+_speaker_label = member_label  # a member's name as a line's label (memory/groupowner.py)
 
 # A user line showing pictures or a file the model read (gateway/bus.py's
 # marks): the reply after it says what they show, which counts as the user's.

@@ -32,6 +32,7 @@ from .forgetting import Forgotten, erase_planned, event_hit, plan_erasure, repea
 from .neighbours import earned
 from .groupnotes import citing, forget_group, move_group
 from .groupowner import group_owner, is_group_owner, logged_owner
+from .namesakes import GroupNames, Namesakes
 from .scope import Chat
 from .redact import redact_credentials
 from .retrieval import DATED_EVENTS_MAX, MAX_QUERY_CHARS, Retriever
@@ -133,6 +134,7 @@ class SqliteMemory(MemoryBackend):
         # Group commit (memory/batch.py): the turns concurrent chats buffer
         # now are one multi-row INSERT, one round trip to the writer thread.
         self._buffer_rows = RowBatcher(engine.db, insert_statement(_INSERT_LINE, 12), 12)
+        self.namesakes = Namesakes(engine.db)  # for the chat prompt's same-name tags (memory/namesakes.py)
 
     def on_buffered(self, listener: BufferListener) -> None:
         """Call ``listener(owner)`` after turns of ``owner`` were buffered."""
@@ -461,6 +463,11 @@ class SqliteMemory(MemoryBackend):
         await self._buffer_rows.drain()  # its lines queued now would land after the erasure
         return sum((await forget_group(self.engine, channel, chat_id)).values())
 
+    async def shared_names(self, channel: str, chat_id: str) -> GroupNames:
+        """What the group's memory says of its members' names, for the chat
+        prompt's same-name tags (memory/namesakes.py: read once per change)."""
+        return await self.namesakes.shared(group_owner(channel, chat_id))
+
     async def forget_group_notes(self, chat: Chat, refs: Sequence[str], *, by: str) -> Forgotten:
         """A member asked, in the group, to forget notes of the group's own
         (``memory_forget`` there): only that group's rows (:meth:`forget`
@@ -699,6 +706,9 @@ class SqliteMemory(MemoryBackend):
         else:
             async with self.engine.db.transaction() as conn:
                 await conn.executemany(_LINE_VALUES, lines)
+        for h in heard:
+            if h[5] == "user":
+                self.namesakes.heard(h[0], h[-1], h[-2])  # committed: a read from now on sees it
         for owner in dict.fromkeys([*(t.owner for t in turns), *(h[0] for h in heard)]):
             await self._notify(owner)
 
