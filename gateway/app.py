@@ -580,6 +580,7 @@ class App:
 
         if isinstance(self.backend, SqliteMemory):  # its group wipe drains this process's queued lines first
             self.memory_web.admin.wipe_group = self.backend.forget_group
+            self.memory_web.admin.drain_lines = self.backend.drained  # a group note's erasure: its queued lines first
 
     async def _open_write_path(self, engine: Any) -> None:
         from memory.compression import Compressor

@@ -457,6 +457,11 @@ class SqliteMemory(MemoryBackend):
         return ErasedAll(memories=counts["memories"], events=counts["events"], waiting=counts["buffered"],
                          group_notes=counts.get("group notes", 0))
 
+    async def drained(self) -> None:
+        """The turns queued for the buffer's group commit, written now: an
+        erasure made next (the memory page's of a group note) sees them."""
+        await self._buffer_rows.drain()
+
     async def forget_group(self, channel: str, chat_id: str) -> int:
         """The bot was removed from the group: its own memory (notes, days,
         waiting lines; memory/groupnotes.py) goes, for good. How many rows."""
