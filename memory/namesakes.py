@@ -5,12 +5,14 @@ name, as its notes tag them (memory/samenames.py), not only while both are
 inside the history window.
 
 Read with :func:`~memory.samenames.shared_names` at most once per group per
-change, never per reply: again when the index stamp moved (a note written,
-erased, moved, or another process's commit, :meth:`Database.stamp`), or
-when a line was buffered under the group from a member by a name this
-cache has not heard from them since it last read (:meth:`Namesakes.heard`,
-called by the buffer once the line is committed). A line by a name already
-shared, or by a member and name already heard, changes nothing.
+change, never per reply: again when the group's notes, days or waiting
+lines changed (counted by the owner indexes, only once the index stamp
+moved: a write anywhere in the file, or another process's commit,
+:meth:`Database.stamp`; an owner id moved by merge-identities reads again
+whatever the counts), or when a line was buffered under the group from a
+member by a name not seen with them (:meth:`Namesakes.heard`, called by the
+buffer once the line is committed). A line by a name already shared, or by
+a member already seen with it, changes nothing.
 
 Besides the names already shared, it keeps which members each name was
 seen with (:class:`GroupNames` ``gone_by``, from the same rows): the
@@ -29,6 +31,7 @@ import structlog
 
 from .db import Database
 from .engine import INDEX
+from .projects import ALIASES
 from .errorlog import error_fields
 from .groupowner import logged_owner, member_label
 from .lru import LRU
@@ -65,9 +68,10 @@ NONE = GroupNames()
 
 @dataclass
 class _Group:
-    stamp: tuple[int, int]
+    stamp: tuple[int, int, int]
+    rows: tuple[int, ...]  # the group's rows when read (:func:`_rows`)
     names: GroupNames
-    # (casefolded name, member) buffered since the read, or in it: no reason to read again
+    # (casefolded name, member) buffered since the read and not in it: no reason to read again
     heard: set[tuple[str, str]] = field(default_factory=set)
     stale: bool = False
     read: bool = False  # names holds what the read found (not one still running)
@@ -97,12 +101,20 @@ class Namesakes:
         not the reply."""
         group = self._groups.get(owner)
         try:
-            stamp = await self.db.stamp(INDEX)
-            if group is not None and group.stamp == stamp and not group.stale and group.read:
-                return group.names
-            fresh = _Group(stamp, NONE)
-            if group is not None and group.stamp == stamp:
-                fresh.heard = group.heard  # all committed before this read: it sees them
+            stamp = (*await self.db.stamp(INDEX), (await self.db.stamp(ALIASES))[0])
+            rows: tuple[int, ...] | None = None
+            if group is not None and group.read and not group.stale:
+                if group.stamp == stamp:
+                    return group.names
+                # Something was written: this group's rows, or any owner's (the
+                # index stamp is the whole file's). Its rows counted by their
+                # indexes say which; an owner id moved (merge-identities,
+                # ALIASES) is read again whatever the counts.
+                rows = await _rows(self.db, owner)
+                if group.stamp[2] == stamp[2] and _same(group.rows, rows):
+                    group.stamp = stamp
+                    return group.names
+            fresh = _Group(stamp, rows if rows is not None else await _rows(self.db, owner), NONE)
             # Set first: a line heard while the read runs marks it stale again.
             self._groups[owner] = fresh
             self.reads += 1
@@ -114,6 +126,22 @@ class Namesakes:
             log.warning("group's shared names not read", owner=logged_owner(owner), **error_fields(exc))
             return group.names if group is not None and group.read else NONE
         return fresh.names
+
+
+async def _rows(db: Database, owner: str) -> tuple[int, ...]:
+    """The group's notes, days and waiting lines by count and newest id,
+    from the owner indexes alone (no row read): what a write to them moves."""
+    row = await db.fetchone(
+        "SELECT (SELECT COUNT(*) FROM memories WHERE owner = :o), (SELECT MAX(id) FROM memories WHERE owner = :o), "
+        "(SELECT COUNT(*) FROM daily_events WHERE owner = :o), (SELECT MAX(id) FROM daily_events WHERE owner = :o), "
+        "(SELECT COUNT(*) FROM extraction_buffer WHERE owner = :o)", {"o": owner})
+    return tuple(int(v or 0) for v in row) if row is not None else ()
+
+
+def _same(before: tuple[int, ...], now: tuple[int, ...]) -> bool:
+    """Nothing the names are read from changed: the same notes and days, and
+    no waiting line gone (a line added is :meth:`Namesakes.heard`'s)."""
+    return len(before) == len(now) == 5 and before[:4] == now[:4] and now[4] >= before[4]
 
 
 async def _gone_by(db: Database, owner: str) -> dict[str, frozenset[str]]:

@@ -38,6 +38,10 @@ async def test_a_groups_names_are_read_once_per_change_not_per_reply(engine: Mem
     assert not known.told_apart("Mom", MOM)
     for _ in range(5):  # replies with nothing new: no read
         assert await memory.shared_names(*FAMILY) is known
+    # Another owner's fact moves the file's index stamp, not this group's rows: no read.
+    await engine.add(NewMemory(owner=MOM, content="Mom's own fact", provenance=Provenance(channel="telegram",
+                                                                                        chat_id="33")))
+    assert await memory.shared_names(*FAMILY) is known and names.reads == 1
     # A line by a member and name already known changes nothing either.
     await memory.buffer([_line(GRANDPA, "Dad", "and the bait", "2")])
     await memory.buffer([_line(MOM, "Mom", "salad", "3")])
