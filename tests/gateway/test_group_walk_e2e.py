@@ -60,12 +60,6 @@ class Scripted(Model):
         return Reply(content=f"ok ({len(body['messages'])})")
 
 
-def _chat_turn(requests: list[dict[str, Any]]) -> dict[str, Any]:
-    """The last chat turn's request: a background extraction's (JSON mode)
-    may have come in after it."""
-    return [b for b in requests if b.get("response_format", {}).get("type") != "json_object"][-1]
-
-
 def _block(body: dict[str, Any]) -> str:
     return split_user_content(text_of(body["messages"][-1]["content"]))[0]
 
@@ -103,7 +97,7 @@ async def test_a_family_plans_a_trip_in_a_group_over_three_weeks(tmp_path: Path,
                 sent += 1
                 await tg.wait_sent(sent, timeout=10)
                 assert app.loop is not None and await app.loop.drain(5)
-                return _chat_turn(llm.requests)
+                return llm.last_chat()
 
             async def learn(*found: tuple[str, dict[str, Any]], notes: tuple[tuple[str, dict[str, Any]], ...] = ()) -> None:
                 model.extractions.extend(found)
@@ -248,7 +242,7 @@ async def test_a_team_decides_a_release_in_a_feishu_group(tmp_path: Path, clock:
                 out += 1
                 await _until(lambda: len(feishu.sent) == out)
                 assert app.loop is not None and await app.loop.drain(5)
-                return _chat_turn(llm.requests)
+                return llm.last_chat()
 
             async def learn(*found: tuple[str, dict[str, Any]], notes: tuple[tuple[str, dict[str, Any]], ...] = ()) -> None:
                 model.extractions.extend(found)
