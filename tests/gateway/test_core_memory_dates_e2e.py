@@ -66,7 +66,7 @@ async def test_a_core_memory_line_says_the_day_its_decision_was_said(tmp_path: P
             await _lived(app, tg, clock)
             tg.push_text(7, 7, "When did we pick that?", first_name="Alice")
             await tg.wait_sent(2, timeout=10)
-            system = text_of(llm.requests[-1]["messages"][0]["content"])
+            system = text_of(llm.last_chat()["messages"][0]["content"])
             core = system.split("# Core Memory\n", 1)[1].split("\n\n", 1)[0]
             assert core.endswith(f" · 2026-03-04] {DECISION}"), core
         finally:

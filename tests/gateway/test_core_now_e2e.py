@@ -57,7 +57,7 @@ async def _say(app: App, tg: FakeTelegram, llm: FakeOpenAI, chat: int, text: str
     tg.push_text(chat, user, text, first_name="Alice" if user == 7 else "Bob", **kw)
     await tg.wait_sent(before + 1, timeout=10)
     assert app.loop is not None and await asyncio.wait_for(app.loop.drain(5), 10)
-    return dict(llm.requests[-1])
+    return dict(llm.last_chat())
 
 
 async def _learnt(app: App, clock: ManualClock) -> None:

@@ -125,6 +125,6 @@ async def test_the_reply_to_a_request_to_forget_does_not_keep_the_words_in_the_h
         fake.queue_reply(f"Done, I no longer remember {SECRET}.")
         assert SECRET in await say(app, clock, f"forget my code {SECRET}", "alice")  # the user sees the reply
         await say(app, clock, "what is my locker code?", "alice")
-        assert SECRET not in json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
-        assert "Erased at the user's request" in json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
+        assert SECRET not in json.dumps(fake.last_chat()["messages"], ensure_ascii=False)
+        assert "Erased at the user's request" in json.dumps(fake.last_chat()["messages"], ensure_ascii=False)
         assert files_holding(tmp_path, SECRET) == []

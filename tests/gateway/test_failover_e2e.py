@@ -51,8 +51,7 @@ async def test_replies_and_extraction_go_to_the_fallback_while_the_primary_is_do
             assert app.extraction is not None
             reports = await app.extraction.tick()  # type: ignore[attr-defined]
             assert [r.ok for r in reports] == [True]
-            assert backup.requests[-1]["response_format"] == {"type": "json_object"}
-            assert backup.requests[-1]["model"] == "backup-model"
+            assert backup.memory_requests("extract")[-1]["model"] == "backup-model"
             # Back up and past its cooldown: the primary answers again.
             primary.down = None
             primary.queue_reply("primary again")

@@ -39,7 +39,7 @@ async def seed(app: App) -> None:
 
 
 def prompt_of(fake: FakeOpenAI) -> str:
-    return json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
+    return json.dumps(fake.last_chat()["messages"], ensure_ascii=False)
 
 
 async def test_a_memory_in_other_words_reaches_the_prompt(tmp_path: Path) -> None:

@@ -52,7 +52,7 @@ async def _summarised(app: App, clock: ManualClock) -> None:
 
 
 def _block(llm: FakeOpenAI) -> str:
-    block, _ = split_user_content(text_of(llm.requests[-1]["messages"][-1]["content"]))
+    block, _ = split_user_content(text_of(llm.last_chat()["messages"][-1]["content"]))
     return block
 
 
@@ -94,7 +94,7 @@ async def test_last_weeks_chats_are_recalled_from_their_summaries_on_the_users_c
 
             # A group reads no one's chat summaries.
             await _say(app, tg, -500, "上周我们聊了什么？", chat_type="group", mention=True)
-            group = json.dumps(llm.requests[-1]["messages"], ensure_ascii=False)
+            group = json.dumps(llm.last_chat()["messages"], ensure_ascii=False)
             assert not any(s in group for s in SUMMARIES.values()), group
         finally:
             await asyncio.wait_for(app.close(), 15)

@@ -425,7 +425,7 @@ async def test_a_zone_changed_mid_day_loses_no_day_log_and_compresses_each_once(
         for ask in ("what did we talk about yesterday?", "昨天我们聊了什么？"):
             clock.set(local("2026-11-12", "09:00", SHANGHAI))
             await say(app, clock, ask, ALICE)
-            block = split_user_content(text_of(fake.requests[-1]["messages"][-1]["content"]))[0]
+            block = split_user_content(text_of(fake.last_chat()["messages"][-1]["content"]))[0]
             assert "near the Bund" in block and "cabin in Maine" not in block, block
             assert "2026-11-11" in block, block
         clock.advance(600)
@@ -490,7 +490,7 @@ async def test_core_memory_dates_an_entry_on_the_users_calendar(tmp_path: Path, 
                                    provenance=Provenance(date_from=said_at, date_to=said_at)))
         clock.advance(600)
         await say(app, clock, "anything I should pack?", ALICE)
-        core = core_memory(fake.requests[-1])
+        core = core_memory(fake.last_chat())
         assert "· 2026-11-10] Alice is allergic to peanuts" in core, core
         assert "· 2026-11-10] Alice prefers aisle seats" in core, core
         # Back on the gateway's zone (Shanghai, 10:10 on the 11th there): its calendar for what she
@@ -499,7 +499,7 @@ async def test_core_memory_dates_an_entry_on_the_users_calendar(tmp_path: Path, 
         await engine.add(NewMemory(owner=OWNER, tier=1, content="Alice takes green tea, no sugar",
                                    category=Category.CONFIG, importance=0.9))
         await say(app, clock, "and now?", ALICE)
-        core = core_memory(fake.requests[-1])
+        core = core_memory(fake.last_chat())
         assert "· 2026-11-10] Alice is allergic to peanuts" in core, core
         assert "· 2026-11-11] Alice takes green tea" in core, core
 
@@ -533,14 +533,14 @@ async def test_with_no_timezone_of_their_own_yesterday_is_the_gateways_yesterday
         for ask in ("what did we talk about yesterday?", "昨天我们聊了什么？"):
             clock.set(local("2026-11-11", "07:00", SHANGHAI))
             await say(app, clock, ask, bob)
-            body = fake.requests[-1]
+            body = fake.last_chat()
             assert "Current date: 2026-11-11" in text_of(body["messages"][0]["content"])
             block = split_user_content(text_of(body["messages"][-1]["content"]))[0]
             assert "repainted the kitchen" in block and "Chengdu" not in block, block
         # The memory_search tool reads it the same way.
         await say(app, clock, "look up what we said yesterday", bob)
-        found = text_of(fake.requests[-1]["messages"][-1]["content"])
-        assert fake.requests[-1]["messages"][-1]["role"] == "tool"
+        found = text_of(fake.last_chat()["messages"][-1]["content"])
+        assert fake.last_chat()["messages"][-1]["role"] == "tool"
         assert "repainted the kitchen" in found.splitlines()[0], found  # ranked first: yesterday's
 
 

@@ -42,7 +42,7 @@ class Flaky(Model):
 
 def recalled(fake: Any) -> str:
     """The <memories> block of the last chat request."""
-    return split_user_content(text_of(fake.requests[-1]["messages"][-1]["content"]))[0]
+    return split_user_content(text_of(fake.last_chat()["messages"][-1]["content"]))[0]
 
 
 async def test_what_she_said_in_tokyo_keeps_its_tokyo_day_after_she_moves_to_new_york(
@@ -76,7 +76,7 @@ async def test_what_she_said_in_tokyo_keeps_its_tokyo_day_after_she_moves_to_new
         block = recalled(fake)
         assert "Shinjuku hotel safe" in block, block
         assert "2026-05-04" in block and "2026-05-03" not in block, block  # cited on the day she lived it
-        core = core_memory(fake.requests[-1])
+        core = core_memory(fake.last_chat())
         assert "· 2026-05-04] Alice prefers window seats" in core, core
         # /memory and /export date it so too.
         listed = await say(app, clock, "/memory", ALICE)
