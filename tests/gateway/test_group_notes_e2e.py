@@ -17,7 +17,7 @@ from tests.fakes.telegram_server import FakeTelegram
 
 from .test_e2e_feishu import ENCRYPT_KEY, _app, _feishu_section, _until
 from .test_erasure_e2e import files_holding
-from .test_group_walk_e2e import Scripted, _chat_turn, _note, _prompt, _recalled
+from .test_group_walk_e2e import Scripted, _note, _prompt, _recalled
 from .test_quoted_e2e import _telegram
 
 FAMILY = -100700
@@ -62,7 +62,7 @@ async def test_a_members_forget_all_takes_the_group_notes_of_their_lines_and_the
                 sent += 1
                 await tg.wait_sent(sent, timeout=10)
                 assert app.loop is not None and await app.loop.drain(5)
-                return _chat_turn(llm.requests)
+                return llm.last_chat()
 
             await say(DAD, "I'll book the hotel for the lake trip")
             await say(MOM, "Mia is allergic to peanuts, remember that")
@@ -188,7 +188,7 @@ async def test_memory_save_in_a_group_is_read_by_another_member_there_naming_who
                 sent += 1
                 await tg.wait_sent(sent, timeout=10)
                 assert app.loop is not None and await app.loop.drain(5)
-                return _chat_turn(llm.requests)
+                return llm.last_chat()
 
             await say(LEO, "keep this for everyone: the boat leaves at 9 on Saturday")
             saved = [m for m in llm.requests if m["messages"][-1]["role"] == "tool"][-1]
@@ -335,9 +335,9 @@ async def test_a_group_jobs_run_recalls_that_groups_notes_and_another_groups_job
             await _dad_books_the_hotel(app, tg, model, clock, ["hotel", "booking", "lake trip"])
             ask = "Remind everyone who is booking the hotel for the lake trip"
             await app.loop.run_job(channel="telegram", chat_id=str(FAMILY), user=owner_leo, text=ask)
-            here = _chat_turn(llm.requests)
+            here = llm.last_chat()
             await app.loop.run_job(channel="telegram", chat_id="-100799", user=owner_leo, text=ask)
-            elsewhere = _chat_turn(llm.requests)
+            elsewhere = llm.last_chat()
         finally:
             await asyncio.wait_for(app.close(), 15)
     first = _recalled(here).splitlines()[0]
