@@ -310,6 +310,11 @@ class Reply:
     # ``: keep-alive`` comment before each event, and each event written
     # in two sends cut inside its ``data:`` line.
     ragged: bool = False
+    # Set: a scripted reply that answers only a request of this kind
+    # (:func:`request_kind`); requests of other kinds pass it by. A turn's
+    # scripted answer is then not taken by an extraction a clock step set
+    # off in the background.
+    for_kind: RequestKind | None = None
 
 
 Responder = Callable[[dict[str, Any]], "Reply | Awaitable[Reply]"]
@@ -374,8 +379,18 @@ class FakeOpenAI:
         """The next chat request is answered with ``reply``, as scripted."""
         self._script.append(reply)
 
-    def queue_reply(self, content: str | None = "ok", tool_calls: list[dict[str, Any]] | None = None) -> None:
-        self._script.append(Reply(content=content, tool_calls=tool_calls or []))
+    def queue_reply(self, content: str | None = "ok", tool_calls: list[dict[str, Any]] | None = None, *,
+                    kind: RequestKind | None = None) -> None:
+        """``kind``: only a request of that kind takes it (``"chat"``: a
+        turn's, whatever memory model call comes first)."""
+        self._script.append(Reply(content=content, tool_calls=tool_calls or [], for_kind=kind))
+
+    def _scripted(self, body: dict[str, Any]) -> Reply | None:
+        kind = request_kind(body)
+        for i, reply in enumerate(self._script):
+            if reply.for_kind in (None, kind):
+                return self._script.pop(i)
+        return None
 
     def queue_error(
         self,
@@ -654,8 +669,8 @@ class FakeOpenAI:
             )
         if self.down is not None:
             reply = self.down
-        elif self._script:
-            reply = self._script.pop(0)
+        elif (scripted := self._scripted(body)) is not None:
+            reply = scripted
         elif self.responder is not None:
             r = self.responder(body)
             reply = await r if asyncio.iscoroutine(r) else r  # type: ignore[assignment]

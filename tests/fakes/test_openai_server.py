@@ -158,3 +158,23 @@ async def test_last_chat_before_any_chat_request_fails_naming_what_came() -> Non
     assert fake.last_messages() == []
     with pytest.raises(AssertionError, match=r"no chat request yet \(requests: \['extract'\]\)"):
         fake.last_chat()
+
+
+async def test_a_reply_scripted_for_chat_is_passed_by_a_memory_request() -> None:
+    """``queue_reply(kind="chat")``: an extraction that comes first (as one
+    a clock step set off does) gets the responder's answer, and the turn
+    still gets its scripted one; unmarked scripts answer whatever comes."""
+    from memory.llm import MemoryLLM
+
+    async with FakeOpenAI(responder=lambda body: Reply(content='{"facts": [], "summary": "s"}')) as fake:
+        fake.queue_reply("the turn's answer", kind="chat")
+        memory = MemoryLLM(base_url=fake.url, model="mem", api_key="sk-test-000000", timeout=5.0, retries=0)
+        try:
+            extraction = await memory.extract(["[2026-03-02 Mon 10:00] user: I like green tea"])
+            turn = await chat(fake, [{"role": "user", "content": "hello"}])
+            fake.queue_reply('{"facts": [], "summary": "scripted"}')
+            assert (await memory.extract(["[10:01] user: and oolong"])).summary == "scripted"
+        finally:
+            await memory.aclose()
+    assert extraction.summary == "s"
+    assert turn.json()["choices"][0]["message"]["content"] == "the turn's answer"

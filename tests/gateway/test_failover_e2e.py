@@ -54,7 +54,7 @@ async def test_replies_and_extraction_go_to_the_fallback_while_the_primary_is_do
             assert backup.memory_requests("extract")[-1]["model"] == "backup-model"
             # Back up and past its cooldown: the primary answers again.
             primary.down = None
-            primary.queue_reply("primary again")
+            primary.queue_reply("primary again", kind="chat")
             clock.advance(60)
             assert await say(app, clock, "hello?", "alice") == "primary again"
         finally:

@@ -280,7 +280,7 @@ async def test_a_scheduled_jobs_prompt_and_reply_are_never_taken_for_what_the_us
         await app._cron_store.add(schedule="30 * * * *", message="Remind me to drink water",
                                   channel="echo", chat_id="c-alice", user="echo:alice", job_id="water")
         clock.advance(3600)
-        fake.queue_reply("Time to drink some water!")
+        fake.queue_reply("Time to drink some water!", kind="chat")
         await app.cron.run_due()  # type: ignore[attr-defined]
         assert app.loop is not None and await app.loop.drain(5)
         echo = app.channels["echo"]
@@ -314,8 +314,9 @@ async def test_asking_to_forget_a_fact_does_not_bring_it_back_through_extraction
         [miso] = await engine.list_memories("echo:alice")
         assert miso.content == "my cat is called Miso"
 
-        fake.queue_reply(None, tool_calls=[{"name": "memory_forget", "arguments": {"ids": [miso.to_hit().ref]}}])
-        fake.queue_reply("Done, I have forgotten your cat's name.")
+        fake.queue_reply(None, tool_calls=[{"name": "memory_forget", "arguments": {"ids": [miso.to_hit().ref]}}],
+                         kind="chat")
+        fake.queue_reply("Done, I have forgotten your cat's name.", kind="chat")
         assert await say(app, clock, "forget that my cat is called Miso", "alice") == (
             "Done, I have forgotten your cat's name."
         )
@@ -426,8 +427,8 @@ async def test_a_user_in_another_time_zone_gets_their_date_and_their_nine_oclock
         assert app._cron_store is not None and app.cron is not None
         assert (await say(app, clock, "/timezone 上海", "alice")).startswith("好的，你的时区是 Asia/Shanghai")
         fake.queue_reply(None, tool_calls=[{"name": "cron_add", "arguments": {"schedule": "0 9 * * *",
-                                                                              "message": "plan my day"}}])
-        fake.queue_reply("Every day at 9 it is.")
+                                                                              "message": "plan my day"}}], kind="chat")
+        fake.queue_reply("Every day at 9 it is.", kind="chat")
         await say(app, clock, "every day at 9, help me plan my day", "alice")
         assert "Current date: 2026-11-23 Monday (Asia/Shanghai)" in fake.chat_requests()[-2]["messages"][0]["content"]
         [job] = await app._cron_store.list("echo:alice")
