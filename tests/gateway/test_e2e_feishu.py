@@ -56,9 +56,11 @@ def _app(
     doc = {
         "provider": {"baseUrl": llm.url, "apiKey": llm.api_key, "maxRetries": 0, "timeout": "5s"},
         "agent": {"model": "test-model"},
-        "gateway": {"host": "127.0.0.1", "port": 0},
         "channels": channels,
         **more,
+        # A test's own gateway settings (its timezone) keep port 0: the
+        # default 18790 is taken whenever another run listens on it.
+        "gateway": {"host": "127.0.0.1", "port": 0, **more.get("gateway", {})},
     }
     (tmp_path / "config.json").write_text(json.dumps(doc), encoding="utf-8")
     cfg = load_config(tmp_path / "config.json", env={"MYCLAW_HOME": str(tmp_path)}, require=True)
