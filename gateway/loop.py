@@ -37,17 +37,18 @@ import sqlite3
 import time
 from array import array
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta, tzinfo
 
 import structlog
 
 from memory.backend import MemoryBackend
-from memory.clock import format_ts, parse_ts
+from memory.clock import ZoneUnread, format_ts, parse_ts
 from memory.errorlog import Wordless
 from memory.identity import IdentityMap
 from memory.lru import LRU
+from memory.namesakes import GroupNames
 from memory.prefilter import should_retrieve
 from memory.scope import Chat, in_group
 from memory.types import Hit
@@ -493,6 +494,9 @@ class ProcessLoop:
         # What goes when the bot itself is removed from a group (a LEFT of
         # BOT_LEFT: the group's own memory): name -> ``(channel, chat_id)``, how many.
         self.bot_left: dict[str, Callable[[str, str], Awaitable[int]]] = {}
+        # The names two members of a group have gone by ``(channel, chat_id)``,
+        # tagged in its prompt as in its notes (memory/namesakes.py); None: the file store.
+        self.same_names: Callable[[str, str], Awaitable[GroupNames]] | None = None
         # Told after a turn is buffered where the chat's window now starts
         # ``(channel, chat_id, oldest row's time)``: memory extracts what
         # left it (ExtractionService.left_window, the pre-compaction flush).
@@ -507,6 +511,11 @@ class ProcessLoop:
         self._closed = False
 
     # -- dispatch ---------------------------------------------------------------
+
+    def footprint(self) -> dict[str, Collection[object]]:
+        """Its per-chat state, by name, read-only: for measuring (scripts/bench_soak.py), not to change."""
+        return {"queues": self._queues, "workers": self._workers, "buffering": self._buffering,
+                "current": self._current, "clean": self._clean.view(), "moving": self._moving}
 
     async def run(self) -> None:
         """Take messages off the bus until cancelled."""
@@ -1088,10 +1097,13 @@ class ProcessLoop:
         # whose turns the window may show. A private chat's prompt is left as it was.
         speaker: Speaker | None = None
         if msg.is_group:
-            speaker = Speaker("cron") if item.user is not None else Speaker(msg.sender_id, msg.sender_name)
+            speaker = Speaker("cron") if item.user is not None else Speaker(msg.sender_id, msg.sender_name, user)
         asker, made_by = "", ""
+        shared: GroupNames | None = None
         if speaker is not None:
-            labels = speaker_labels(history, speaker)
+            if self.same_names is not None:
+                shared = await self.same_names(msg.channel, msg.chat_id)
+            labels = speaker_labels(history, speaker, shared)
             if item.user is None:
                 asker = labels[speaker.sender_id]
             else:
@@ -1109,7 +1121,7 @@ class ProcessLoop:
         # describes it.
         messages = self.prompts.messages(
             system, history, said, block, self.prompts.time_of_day(tz), msg.images, msg.quoted, msg.documents,
-            speaker, self.prompts.earlier_day(tz),
+            speaker, self.prompts.earlier_day(tz), shared,
         )
         # The user's message goes to Tier 0 while the LLM runs (the write is
         # queued to SQLite before the request leaves), and is durable before
@@ -1400,6 +1412,8 @@ class ProcessLoop:
             return None
         try:
             return await self.timezones.get(user)
+        except ZoneUnread:
+            return None  # said once by UserTimezones, not once a message
         except Exception as exc:  # gateway.db trouble costs the zone (the gateway's is used), not the reply
             log.error("user time zone not read", user=user, **error_fields(exc))
             return None

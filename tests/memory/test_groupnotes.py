@@ -6,11 +6,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from structlog.testing import capture_logs
 
 from memory import ManualClock, MemoryEngine, NewMemory, Provenance
 from memory.backend import Turn
 from memory.buffer import drop_lines
 from memory.groupnotes import chat_of, forget_group, forget_speaker, group_owner, is_group_owner, readers
+from memory.groupowner import logged_owner
 from memory.merge import move_owner
 from memory.scope import shown_in
 from memory.service import SqliteMemory
@@ -248,3 +250,38 @@ async def test_a_group_upgraded_to_a_supergroup_keeps_its_notes_under_the_new_id
     assert moved is not None and moved.owner == GROUP_FAMILY and moved.provenance.chat_id == "-100900"
     assert [h.id for h in await memory.recall(LEO, "who is booking the hotel?", private=False, chat=FAMILY)] == [note.id]
     assert await memory.recall(LEO, "who is booking the hotel?", private=False, chat=("telegram", "-900")) == []
+
+
+async def test_a_handle_with_no_rows_of_its_own_merged_is_named_so_in_the_groups_notes(engine: MemoryEngine) -> None:
+    # He spoke only in the group and nothing of his own was kept: the merge
+    # has no rows of his to move, yet the group's notes and waiting lines
+    # name him, and his erasure by the name he has now must find them.
+    memory = SqliteMemory(engine)
+    note = await engine.add(_note("Dad and Mom leave on Friday", FAMILY, (DAD, "Dad"), (MOM, "Mom")))
+    await memory.buffer([Turn(owner=DAD, channel="telegram", chat_id="-100900", role="user", content="boat too",
+                              sender_id="11", message_id="9", group=True, speaker_name="Dad")])
+    async with engine.db.transaction() as conn:  # his own copy learnt, nothing kept; the group's still waits
+        await drop_lines(conn, [r[0] for r in await conn.execute_fetchall(
+            "SELECT id FROM extraction_buffer WHERE owner = ?", (DAD,))])
+    assert not any((await move_owner(engine, DAD, "dad", job="cli")).values())
+    moved = await engine.get(note.id)
+    assert moved is not None and moved.provenance.speakers == ("dad", MOM)
+    assert await forget_speaker(engine, "dad") == {"notes": 1, "events": 0, "buffered": 1}
+
+
+async def test_a_group_erasure_logs_the_group_by_its_tag_never_its_chat_id(engine: MemoryEngine) -> None:
+    # A chat id is personal data in a log (a private group's id, a Feishu
+    # oc_ id): an erasure names the group the way a member is tagged.
+    memory = SqliteMemory(engine)
+    note = await engine.add(_note("Dad is booking the hotel for the lake trip", FAMILY, (DAD, "Dad")))
+    await engine.add(_note("Mom brings the cake", FAMILY, (MOM, "Mom")))
+    with capture_logs() as logs:
+        done = await memory.forget_group_notes(FAMILY, [f"m{note.id}"], by=LEO)
+        assert [h.id for h in done.erased] == [note.id]
+        counts = await forget_group(engine, *FAMILY)
+        assert counts["memories"] == 1
+    said = [e for e in logs if e["event"] in ("owner forgotten", "memories forgotten at the user's request")]
+    assert len(said) == 2
+    assert all(e["owner"] == logged_owner(GROUP_FAMILY) for e in said)
+    assert logged_owner(GROUP_FAMILY).startswith("group:telegram:#") and logged_owner(DAD) == DAD
+    assert not [e for e in logs if "-100900" in repr(e)]
