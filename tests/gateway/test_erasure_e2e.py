@@ -116,7 +116,7 @@ async def test_the_reply_to_a_request_to_forget_does_not_keep_the_words_in_the_h
     longer remember QUOKKA7731" (and a request that named it) showed the
     words in every next prompt, so "what is my locker code?" was answered."""
     model, clock = Model(), ManualClock("2026-03-02T10:00:00Z")
-    async with running(tmp_path, model, clock) as (app, fake):
+    async with running(tmp_path, model, clock, by_hand=True) as (app, fake):
         await say(app, clock, f"my locker code is {SECRET}", "alice")
         model.extractions.append((SECRET, {"facts": [{**fact(f"Alice's locker code is {SECRET}"), "lines": [1]}],
                                            "summary": "her locker"}))

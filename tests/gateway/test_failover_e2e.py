@@ -10,6 +10,7 @@ from typing import Any
 from gateway.app import App
 from memory import ManualClock
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.gateway.handtick import by_hand
 from tests.gateway.test_app import ECHO, _config
 from tests.gateway.test_remembering_e2e import say
 
@@ -42,6 +43,7 @@ async def test_replies_and_extraction_go_to_the_fallback_while_the_primary_is_do
         try:
             await app.open()
             await app.start()
+            await by_hand(app)  # the test's tick is the extraction counted
             assert await say(app, clock, "I drink oat latte every morning", "alice") == "backup-model here"
             assert await say(app, clock, "and tea in the evening", "alice") == "backup-model here"
             # The second message skipped the cooling primary (one failed request, no retry: maxRetries 0).
@@ -72,6 +74,7 @@ async def test_an_outage_the_extraction_finds_sends_the_next_chat_turn_to_the_fa
         try:
             await app.open()
             await app.start()
+            await by_hand(app)  # the test's tick is the extraction counted
             assert await say(app, clock, "I drink oat latte every morning", "alice") == "test-model here"
             assert (len(primary.requests), len(backup.requests)) == (1, 0)
             primary.down = Reply(status=503)

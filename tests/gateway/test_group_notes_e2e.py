@@ -15,6 +15,7 @@ from tests.fakes.feishu_server import FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI, Reply, said, text_of
 from tests.fakes.telegram_server import FakeTelegram
 
+from .handtick import by_hand
 from .test_e2e_feishu import ENCRYPT_KEY, _app, _feishu_section, _until
 from .test_erasure_e2e import files_holding
 from .test_group_walk_e2e import Scripted, _note, _prompt, _recalled
@@ -52,6 +53,7 @@ async def test_a_members_forget_all_takes_the_group_notes_of_their_lines_and_the
         try:
             await app.open()
             await asyncio.wait_for(app.start(), 15)
+            await by_hand(app)  # the test ticks extraction itself (handtick.py)
             assert app.loop is not None and app.extraction is not None
             sent = 0
 
@@ -129,6 +131,7 @@ async def test_the_bot_removed_from_a_feishu_group_erases_its_notes(tmp_path: Pa
         try:
             await app.open()
             await asyncio.wait_for(app.start(), 15)
+            await by_hand(app)  # the test ticks extraction itself (handtick.py)
             assert app.http is not None and app.loop is not None and app.extraction is not None
             hook = app.http.url + "/feishu/events"
             for n, (name, text) in enumerate([("Lin", "we ship 2.0 on March 3"), ("Chen", "when do we ship 2.0?")], 1):
@@ -247,6 +250,7 @@ async def test_forget_all_in_chinese_counts_the_group_notes_of_the_members_lines
         try:
             await app.open()
             await asyncio.wait_for(app.start(), 15)
+            await by_hand(app)  # the test ticks extraction itself (handtick.py)
             assert app.loop is not None and app.extraction is not None
             sent = 0
 
@@ -296,6 +300,7 @@ async def test_the_bot_removed_while_a_stop_cuts_its_erasure_is_erased_at_the_ne
         try:
             await app.open()
             await asyncio.wait_for(app.start(), 15)
+            await by_hand(app)  # _dad_books_the_hotel ticks extraction itself (handtick.py)
             await _dad_books_the_hotel(app, tg, model, clock, ["hotel", "lake trip"])
             had = await _group_rows(app, owner)
         finally:
@@ -332,6 +337,7 @@ async def test_a_group_jobs_run_recalls_that_groups_notes_and_another_groups_job
         try:
             await app.open()
             await asyncio.wait_for(app.start(), 15)
+            await by_hand(app)  # _dad_books_the_hotel ticks extraction itself (handtick.py)
             await _dad_books_the_hotel(app, tg, model, clock, ["hotel", "booking", "lake trip"])
             ask = "Remind everyone who is booking the hotel for the lake trip"
             await app.loop.run_job(channel="telegram", chat_id=str(FAMILY), user=owner_leo, text=ask)

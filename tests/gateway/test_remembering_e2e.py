@@ -21,6 +21,7 @@ from memory.clock import parse_ts
 from memory.filestore import FileMemory
 from tests.disk import on_disk
 from tests.fakes.openai_server import FakeOpenAI, Reply, split_user_content, text_of
+from tests.gateway import handtick
 from tests.gateway.test_app import ECHO, EchoChannel, _config
 
 
@@ -95,15 +96,20 @@ async def say(app: App, clock: ManualClock, text: str, sender: str) -> str:
 
 @asynccontextmanager
 async def running(
-    tmp_path: Path, model: Model, clock: ManualClock, *, fake_options: dict[str, Any] | None = None, **config: Any
+    tmp_path: Path, model: Model, clock: ManualClock, *, fake_options: dict[str, Any] | None = None,
+    by_hand: bool = False, **config: Any
 ) -> AsyncIterator[tuple[App, FakeOpenAI]]:
-    """The App on the fake model, opened and started; closed afterwards."""
+    """The App on the fake model, opened and started; closed afterwards.
+    ``by_hand``: its background extraction loop stopped, for a test that
+    ticks extraction itself (tests/gateway/handtick.py)."""
     async with FakeOpenAI(api_key="sk-e2e-key-0123456789", responder=model, **(fake_options or {})) as fake:
         cfg, paths = _config(tmp_path, fake, **config)
         app = App(cfg, paths, clock=clock, channel_specs=(ECHO,))
         try:
             await app.open()
             await app.start()
+            if by_hand:
+                await handtick.by_hand(app)
             yield app, fake
         finally:
             await app.close()
@@ -126,7 +132,7 @@ def fact(content: str, *, updates: int | None = None, category: str = "config") 
 async def test_said_then_extracted_then_recalled_with_citation(tmp_path: Path) -> None:
     model = Model()
     clock = ManualClock("2026-03-02T10:00:00Z")
-    async with running(tmp_path, model, clock, gateway={"timezone": "Asia/Shanghai"}) as (app, fake):
+    async with running(tmp_path, model, clock, gateway={"timezone": "Asia/Shanghai"}, by_hand=True) as (app, fake):
 
         await say(app, clock, "我最近每天早上都喝燕麦拿铁，不加糖。", "alice")
         # Nothing is extracted while the conversation is going on.
@@ -182,7 +188,7 @@ async def test_a_paraphrased_fact_is_found_by_the_words_the_user_said(tmp_path: 
     it was drawn from never reach the prompt."""
     model = Model()
     clock = ManualClock("2026-03-02T10:00:00Z")
-    async with running(tmp_path, model, clock) as (app, fake):
+    async with running(tmp_path, model, clock, by_hand=True) as (app, fake):
         said = "I've been doing kickboxing at the Eastside gym twice a week since spring"
         await say(app, clock, said, "alice")
         model.extractions.append(("kickboxing", {
@@ -209,7 +215,7 @@ async def test_a_paraphrased_fact_is_found_by_the_words_the_user_said(tmp_path: 
 async def test_failed_extraction_keeps_the_buffer_and_retries(tmp_path: Path) -> None:
     model = Model()
     clock = ManualClock("2026-03-02T10:00:00Z")
-    async with running(tmp_path, model, clock) as (app, fake):
+    async with running(tmp_path, model, clock, by_hand=True) as (app, fake):
         await say(app, clock, "My deploy target is Fly.io in the ams region.", "carol")
         fake.queue_error(500)  # the memory model is down
         clock.advance(200)
@@ -353,7 +359,7 @@ async def test_an_edited_message_corrects_what_the_bot_remembers(tmp_path: Path)
     edit of the same message id, or an unknown id, changes nothing."""
     model = Model()
     clock = ManualClock("2026-03-02T10:00:00Z")
-    async with running(tmp_path, model, clock) as (app, fake):
+    async with running(tmp_path, model, clock, by_hand=True) as (app, fake):
         echo = app.channels["echo"]
         assert isinstance(echo, EchoChannel) and app.loop is not None and app.extraction is not None
 
@@ -470,7 +476,7 @@ async def test_a_decision_that_changes_is_not_kept_as_current_in_the_core_profil
     as current (in Core Memory or the recalled memories), nor /memory."""
     model = ProfilingModel()
     clock = ManualClock("2026-01-05T10:00:00Z")
-    async with running(tmp_path, model, clock) as (app, fake):
+    async with running(tmp_path, model, clock, by_hand=True) as (app, fake):
         assert app.extraction is not None and app.compressor is not None
         await say(app, clock, "Project Atlas launches on February 10. I'm the tech lead.", "alice")
         model.extractions.append(("Atlas", {"facts": [

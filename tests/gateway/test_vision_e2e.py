@@ -89,7 +89,7 @@ async def test_what_the_photo_showed_is_learnt_from_the_reply_and_recalled_later
     caption does not trigger retrieval."""
     model = Model()
     clock = ManualClock("2026-03-02T10:00:00Z")
-    async with running(tmp_path, model, clock, agent=VISION) as (app, fake):
+    async with running(tmp_path, model, clock, agent=VISION, by_hand=True) as (app, fake):
         echo = app.channels["echo"]
         assert app.loop is not None
 
