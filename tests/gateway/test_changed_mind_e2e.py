@@ -19,6 +19,7 @@ from memory import ManualClock
 from tests.fakes.openai_server import FakeOpenAI, Reply, said, split_user_content, text_of
 from tests.fakes.telegram_server import FakeTelegram
 
+from .handtick import by_hand
 from .test_e2e_feishu import _app
 from .test_quoted_e2e import _telegram
 
@@ -66,6 +67,7 @@ async def test_a_replaced_decision_is_recalled_under_the_new_one_dated_and_marke
         try:
             await app.open()
             await asyncio.wait_for(app.start(), 15)
+            await by_hand(app)  # _learnt ticks extraction itself (handtick.py)
             await _say(app, tg, clock, 7, "For project Atlas we chose Postgres over MySQL because we need JSONB.")
             await _learnt(app, clock)
             clock.advance(10 * 86400)

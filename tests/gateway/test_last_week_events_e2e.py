@@ -17,6 +17,7 @@ from memory import ManualClock
 from tests.fakes.openai_server import FakeOpenAI, Reply, said, split_user_content, text_of
 from tests.fakes.telegram_server import FakeTelegram
 
+from .handtick import by_hand
 from .test_e2e_feishu import _app
 from .test_quoted_e2e import _telegram
 
@@ -64,6 +65,7 @@ async def test_last_weeks_chats_are_recalled_from_their_summaries_on_the_users_c
         try:
             await app.open()
             await asyncio.wait_for(app.start(), 15)
+            await by_hand(app)  # _summarised ticks extraction itself (handtick.py)
             await _say(app, tg, 7, "我在考虑报名考驾照，周末有空")  # 2026-02-24: the week before last
             await _summarised(app, clock)
             clock.advance(6 * 86400)  # Monday 2026-03-02, 10:10 in Shanghai: last week
