@@ -39,7 +39,7 @@ async def test_a_fact_said_before_the_window_is_still_in_the_models_request(tmp_
         assert await learnt(app, "echo:alice", "The user's gym locker code is 4471")
         clock.advance(5)
         await say(app, clock, "what is my gym locker code?", "alice")
-        request = json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
+        request = json.dumps(fake.last_chat()["messages"], ensure_ascii=False)
         assert "The user's gym locker code is 4471" in request
         assert "my locker code at the gym is 4471" not in request  # not from the window: it has left it
 

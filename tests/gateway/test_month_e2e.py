@@ -246,7 +246,7 @@ async def test_a_fact_said_after_midnight_in_shanghai_is_cited_with_the_users_da
             assert [e[0] for e in events] == ["2026-03-20"]
             clock.advance(600)
             await say(app, clock, "which toolchain do builds use?", "bob")
-            prompt = json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
+            prompt = json.dumps(fake.last_chat()["messages"], ensure_ascii=False)
             overview = await say(app, clock, "/memory", "bob")
             found = await say(app, clock, "/memory toolchain", "bob")
             await say(app, clock, "/export", "bob")

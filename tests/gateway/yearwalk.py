@@ -319,7 +319,7 @@ async def checkpoint(app: App, fake: FakeOpenAI, clock: ManualClock, label: str,
         t = time.perf_counter()
         await say(app, clock, q, ALICE)
         cp.seconds[q] = time.perf_counter() - t
-        cp.asked[q] = fake.requests[-1]
+        cp.asked[q] = fake.last_chat()
         cp.requests.extend(range(before, len(fake.requests)))
         clock.advance(60)
     cp.recall_ms = await recall_ms(app, data_dir)
