@@ -1181,8 +1181,10 @@ async def named_projects(
     """The projects the message names (``projects``, default the user's
     known ones), with every other name of theirs (memory/projects.py): a
     fact filed under a project's old name counts as the named project's."""
-    aliases = await engine.project_aliases(user)
-    known = await engine.known_projects(user) if projects is None else frozenset(projects)
+    if projects is None:  # one read of the aliases (known_projects would read them again)
+        known, aliases = await engine.projects_and_aliases(user)
+    else:
+        known, aliases = frozenset(projects), await engine.project_aliases(user)
     named = _named_projects(query, known | frozenset(aliases) | frozenset(aliases.values()))
     return linked_projects(aliases, named) if named and aliases else named
 
