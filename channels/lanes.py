@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 
 import structlog
 
@@ -46,6 +46,10 @@ class Lanes:
         self._changed = asyncio.Event()
         self._closed = False
         self._log = structlog.get_logger(component=name)
+
+    def footprint(self) -> dict[str, Collection[object]]:
+        """Its per-lane queues, by name, read-only: for measuring (scripts/bench_soak.py), not to change."""
+        return {"queues": self._queues}
 
     def busy(self, key: str) -> bool:
         """Whether ``key`` has a job waiting or running (inline included)."""

@@ -51,7 +51,7 @@ import re
 import time
 import zlib
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Protocol
@@ -403,6 +403,10 @@ class RecentComments:
         self._kept, self._window, self._clock = kept, window, clock
         self._items: OrderedDict[tuple[str, str], tuple[float, str, list[tuple[str, int]]]] = OrderedDict()
 
+    def footprint(self) -> dict[str, Collection[object]]:
+        """The comments it keeps, by name, read-only: for measuring (scripts/bench_soak.py), not to change."""
+        return {"items": self._items}
+
     async def keep(self, chat_id: str, burst_id: str, comments: Sequence[tuple[str, int]]) -> None:
         now = self._clock()
         for mid, _ in comments:
@@ -730,6 +734,15 @@ class TelegramChannel(BaseChannel):
         self._bot_id = 0
         self._mention_re: re.Pattern[str] | None = None
         self._command_re: re.Pattern[str] | None = None
+
+    def footprint(self) -> dict[str, Collection[object]]:
+        """Its per-chat state, by name, read-only: for measuring (scripts/bench_soak.py), not to change."""
+        held: dict[str, Collection[object]] = {
+            "typing_at": self._typing_at, "albums": self._albums, "lone": self._lone, "holding": self._holding,
+            "lanes": self._lanes.footprint()["queues"]}
+        if isinstance(self._comments, RecentComments):  # gateway.db's store keeps them on disk
+            held["comments"] = self._comments.footprint()["items"]
+        return held
 
     # -- lifecycle ------------------------------------------------------------------
     async def start(self) -> None:

@@ -598,8 +598,17 @@ class App:
         try:
             report = await (sync.import_all() if sync is not None
                             else migrate_leased(self.paths.workspace(cfg), engine, job="start"))
-        except (LeaseBusy, LeaseLost) as busy:  # `myclaw memory migrate` is at it; the file sync catches up after
-            log.warning("memory files not imported at start: another import is running", why=str(busy))
+        except LeaseBusy as busy:  # `myclaw memory migrate` is at it; the file sync catches up after
+            if busy.state is not None and busy.state.state != "alive":  # maybe none runs: say only what is known
+                later = ("imported once it is free" if sync is not None
+                         else "the next start or `myclaw memory migrate` imports them")
+                log.warning("memory files not imported at start: their import lease is held by a process not known "
+                            f"to be gone (a dead one elsewhere waits out its expiry); {later}", why=str(busy))
+            else:
+                log.warning("memory files not imported at start: another import is running", why=str(busy))
+        except LeaseLost:  # stalled past its lease and taken over: not "another is running", it ran
+            log.warning("memory files' import at start stopped: it outlived its lease and another import took it "
+                        "over, which imports the rest; what this one imported stays")
         except (sqlite3.Error, OSError) as exc:  # memory.db full or read-only: the gateway comes up all the same
             log.error("memory files not imported at start (memory.db cannot be written); the next start or "
                       "`myclaw memory migrate` imports them", **error_fields(exc))

@@ -13,7 +13,7 @@ import io
 import os
 import re
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, BinaryIO, Protocol
@@ -502,6 +502,10 @@ class MessageBus:
         # kept whole by keep(), not on the bus yet: not written twice (a
         # recall names the message it recalls: the kind tells them apart)
         self._kept: set[tuple[str, str, str]] = set()
+
+    def footprint(self) -> dict[str, Collection[object]]:
+        """Its per-chat state, by name, read-only: for measuring (scripts/bench_soak.py), not to change."""
+        return {"takeovers": self._takeovers}
 
     async def keep(self, msg: InboundMessage, waiting: Mapping[str, Any] | None = None) -> None:
         """Write ``msg`` to the inbox before the platform is told it

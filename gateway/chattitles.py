@@ -106,6 +106,21 @@ def _clean(title: str) -> str:
     return " ".join(title.split())[:MAX_TITLE_CHARS]
 
 
+def _waiting(waits: LRU[str, tuple[datetime, timedelta]] | dict[str, tuple[datetime, timedelta]], key: str,
+             now: datetime) -> bool:
+    """Whether ``key`` is not to be asked yet. A wait further off than it
+    was set for means the clock stepped back since: it is cut to that wait
+    from now (10 minutes, not 10 plus the step)."""
+    entry = waits.get(key)
+    if entry is None:
+        return False
+    due, wait = entry
+    if due - now > wait:
+        due = now + wait
+        waits[key] = (due, wait)
+    return now < due
+
+
 class ChatTitles:
     def __init__(
         self,
@@ -123,10 +138,11 @@ class ChatTitles:
         self.lookups: dict[str, Lookup] = dict(lookups or {})
         self.timeout = timeout
         self._written: LRU[str, str] = LRU(chats_kept)
-        self._next_lookup: LRU[str, datetime] = LRU(chats_kept)  # place -> not asked again before
+        # place -> (not asked again before, the wait that was set), and so for a channel refused
+        self._next_lookup: LRU[str, tuple[datetime, timedelta]] = LRU(chats_kept)
         self._tasks: dict[str, asyncio.Task[None]] = {}  # place -> its lookup under way
         self.refused: dict[str, str] = {}  # channel -> the permission it was refused, while it is
-        self._refused_until: dict[str, datetime] = {}  # channel -> not asked again before
+        self._refused_until: dict[str, tuple[datetime, timedelta]] = {}  # channel -> the same, refused
         self._warned: set[str] = set()  # channels whose refusal was said at warning level
 
     async def load(self) -> None:
@@ -170,11 +186,8 @@ class ChatTitles:
         place = f"{channel}:{chat_id}"
         if lookup is None or not chat_id or place in self._tasks:
             return
-        until = self._refused_until.get(channel)
-        if until is not None and self.clock.now() < until:
-            return
-        due = self._next_lookup.get(place)
-        if due is not None and self.clock.now() < due:
+        now = self.clock.now()
+        if _waiting(self._refused_until, channel, now) or _waiting(self._next_lookup, place, now):
             return
         task = asyncio.create_task(self._look_up(channel, chat_id, lookup), name=f"title:{place}")
         self._tasks[place] = task
@@ -187,7 +200,7 @@ class ChatTitles:
             row = await self.db.fetchone(
                 "SELECT seen_at FROM chat_titles WHERE channel = ? AND chat_id = ?", (channel, chat_id))
             if row is not None and parse_ts(str(row[0])) + STALE_AFTER > now:  # fresh: another run asked
-                self._next_lookup[place] = parse_ts(str(row[0])) + STALE_AFTER
+                self._next_lookup[place] = (parse_ts(str(row[0])) + STALE_AFTER, STALE_AFTER)
                 return
             title = _clean(await asyncio.wait_for(lookup(chat_id), self.timeout))
             if title:
@@ -198,14 +211,15 @@ class ChatTitles:
                     (channel, chat_id, title, format_ts(now)),
                 )
                 self._written[place] = title
-            self._next_lookup[place] = now + STALE_AFTER
+            self._next_lookup[place] = (now + STALE_AFTER, STALE_AFTER)
             if (granted := self.refused.pop(channel, None)) is not None:
                 self._refused_until.pop(channel, None)
                 await self._record_refusal(channel, None, now)
                 log.info(f"group titles are looked up again: {granted} was granted", channel=channel)
         except NotPermitted as exc:
             # The app's, not this group's: every group would be refused alike.
-            self._refused_until[channel] = now + REFUSED_RETRY_AFTER
+            # From the answer, not the ask: the clock may have stepped while it was awaited.
+            self._refused_until[channel] = (self.clock.now() + REFUSED_RETRY_AFTER, REFUSED_RETRY_AFTER)
             self.refused[channel] = exc.scope
             await self._record_refusal(channel, exc.scope, now)
             if channel not in self._warned:
@@ -217,7 +231,7 @@ class ChatTitles:
             else:
                 log.info("group title lookup still not permitted", channel=channel, scope=exc.scope)
         except Exception as exc:  # a nicety: the group keeps its id until the next try
-            self._next_lookup[place] = now + RETRY_AFTER
+            self._next_lookup[place] = (self.clock.now() + RETRY_AFTER, RETRY_AFTER)  # from the failure
             # Neither the title nor any message text: the error's kind and Feishu's code alone.
             log.info("group title lookup failed; shown by its id for now", channel=channel, chat_id=chat_id,
                      error=type(exc).__name__, code=getattr(exc, "code", None))

@@ -40,7 +40,7 @@ import math
 import re
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import TYPE_CHECKING
@@ -226,6 +226,10 @@ class UserCommands:
         self.monotonic = monotonic
         self._codes: dict[str, tuple[str, datetime, float]] = {}  # user -> /forget all code, valid until, given
         self._exported: dict[str, datetime] = {}  # user -> when their last /export was made
+
+    def footprint(self) -> dict[str, Collection[object]]:
+        """Its per-user state, by name, read-only: for measuring (scripts/bench_soak.py), not to change."""
+        return {"codes": self._codes, "exported": self._exported}
 
     async def run(self, name: str, args: str, *, user: str, private: bool, chat_zh: bool | None = None,
                   app_zh: bool = False, chat: Chat | None = None, asking: MessageKey | None = None) -> str:
@@ -599,11 +603,19 @@ class UserCommands:
         ``since``), so what they said there stays dated on the day they
         lived it (memory/zonehistory.py). Not the gateway's, on their first
         /timezone: that was a guess, not where they were; what they said
-        before is read in the zone they name, as it was before this."""
-        if self.projects is None or old is None or zone_name(old) == zone_name(new or self.default_tz):
+        before is read in the zone they name, as it was before this. After
+        a reset it was the zone they chose: a reset is always kept (its end
+        marks where the gap starts), and naming a zone again keeps the gap
+        as the gateway's."""
+        if self.projects is None or (old is None and new is None):
+            return
+        if old is not None and new is not None and zone_name(old) == zone_name(new):
             return
         try:
-            await self.projects.zone_changed(user, old, since=since, at=self.clock.now())
+            if old is None:  # named after a reset (a first /timezone records nothing there)
+                await self.projects.zone_named(user, self.default_tz, at=self.clock.now())
+            else:
+                await self.projects.zone_changed(user, old, since=since, at=self.clock.now())
         except Exception as exc:  # memory.db trouble costs the old days' zone (today's dates them), not the change
             log.error("zone change not kept in memory", user=user, **error_fields(exc))
 

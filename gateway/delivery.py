@@ -269,6 +269,10 @@ class Delivery:
 
     # -- lifecycle --------------------------------------------------------------------
 
+    def footprint(self) -> dict[str, Collection[object]]:
+        """Its per-chat state, by name, read-only: for measuring (scripts/bench_soak.py), not to change."""
+        return {"held": self._held, "refused": self._refused.view(), "no_drafts": self._no_drafts}
+
     async def start(self) -> None:
         """Hold the chats with rows left from the last run (their new replies
         queue behind them) and start redelivering; the first pass sends every

@@ -16,6 +16,7 @@ not end it; ``/forget all`` erases it with the rest.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime
 
 from memory.clock import format_ts, parse_ts
@@ -35,6 +36,10 @@ class Incognito:
         self.db = db
         # The most recent users' answers; one forgotten is read again.
         self._cache: LRU[str, datetime | None] = LRU(users_kept)
+
+    def footprint(self) -> dict[str, Collection[object]]:
+        """Its per-user cache, by name, read-only: for measuring (scripts/bench_soak.py), not to change."""
+        return {"cache": self._cache.view()}
 
     async def since(self, owner: str) -> datetime | None:
         """When the user turned incognito on; None when it is off."""

@@ -37,14 +37,14 @@ import sqlite3
 import time
 from array import array
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta, tzinfo
 
 import structlog
 
 from memory.backend import MemoryBackend
-from memory.clock import format_ts, parse_ts
+from memory.clock import ZoneUnread, format_ts, parse_ts
 from memory.errorlog import Wordless
 from memory.identity import IdentityMap
 from memory.lru import LRU
@@ -507,6 +507,11 @@ class ProcessLoop:
         self._closed = False
 
     # -- dispatch ---------------------------------------------------------------
+
+    def footprint(self) -> dict[str, Collection[object]]:
+        """Its per-chat state, by name, read-only: for measuring (scripts/bench_soak.py), not to change."""
+        return {"queues": self._queues, "workers": self._workers, "buffering": self._buffering,
+                "current": self._current, "clean": self._clean.view(), "moving": self._moving}
 
     async def run(self) -> None:
         """Take messages off the bus until cancelled."""
@@ -1400,6 +1405,8 @@ class ProcessLoop:
             return None
         try:
             return await self.timezones.get(user)
+        except ZoneUnread:
+            return None  # said once by UserTimezones, not once a message
         except Exception as exc:  # gateway.db trouble costs the zone (the gateway's is used), not the reply
             log.error("user time zone not read", user=user, **error_fields(exc))
             return None

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from memory.clock import Clock
@@ -60,6 +61,10 @@ class RateLimiter:
         self.per_hour = max(0, per_hour)
         self._users: dict[str, _User] = {}
         self._sweep_at = _SWEEP_EVERY
+
+    def footprint(self) -> dict[str, Collection[object]]:
+        """Its per-user counts, by name, read-only: for measuring (scripts/bench_soak.py), not to change."""
+        return {"users": self._users}
 
     @property
     def enabled(self) -> bool:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -612,6 +612,10 @@ class SessionStore:
         self._unlearnt = RowBatcher(
             db, lambda n: f"UPDATE session_messages SET buffered = 2 WHERE id IN ({','.join('?' * n)})", 1
         )
+
+    def footprint(self) -> dict[str, Collection[object]]:
+        """Its per-chat caches, by name, read-only: for measuring (scripts/bench_soak.py), not to change."""
+        return {"windows": self._windows, "current": self._current.view(), "unpruned": self._unpruned.view()}
 
     async def flush(self) -> None:
         """Wait until every append and mark queued so far is written."""

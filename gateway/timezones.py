@@ -20,6 +20,7 @@ from __future__ import annotations
 import difflib
 import re
 import sqlite3
+from collections.abc import Collection
 from contextlib import closing
 from pathlib import Path
 from datetime import datetime, timedelta, timezone, tzinfo
@@ -27,11 +28,16 @@ from functools import cache
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-from memory.clock import format_ts
+import structlog
+
+from memory.clock import ZoneUnread, format_ts
+from memory.errorlog import error_fields
 from memory.lru import LRU
 
 if TYPE_CHECKING:
     from memory.db import Database
+
+log = structlog.get_logger(component="gateway")
 
 __all__ = ["TimezoneError", "UserTimezones", "parse_timezone", "read_zones", "zone_name"]
 
@@ -184,12 +190,26 @@ class UserTimezones:
         self.db = db
         # The most recent users' zones; one forgotten is read again.
         self._cache: LRU[str, tzinfo | None] = LRU(users_kept)
+        self._trouble: tuple[object, ...] | None = None  # the read failure last logged; None: reads work
+
+    def footprint(self) -> dict[str, Collection[object]]:
+        """Its per-user cache, by name, read-only: for measuring (scripts/bench_soak.py), not to change."""
+        return {"cache": self._cache.view()}
 
     async def get(self, owner: str) -> tzinfo | None:
-        """The user's zone, or None when they set none."""
+        """The user's zone, or None when they set none. Raises
+        :class:`~memory.clock.ZoneUnread` when gateway.db cannot be read,
+        said in the log once for each new trouble (not once a message)."""
         if owner in self._cache:
             return self._cache[owner]
-        row = await self.db.fetchone("SELECT timezone FROM user_timezones WHERE owner = ?", (owner,))
+        try:
+            row = await self.db.fetchone("SELECT timezone FROM user_timezones WHERE owner = ?", (owner,))
+        except Exception as exc:
+            self._unread(exc)
+            raise ZoneUnread("user time zones not read") from exc
+        if self._trouble is not None:
+            self._trouble = None
+            log.info("user time zones read again", path=str(self.db.path))
         tz: tzinfo | None = None
         if row is not None:
             try:
@@ -198,6 +218,14 @@ class UserTimezones:
                 tz = None  # a zone this system's tzdata no longer has: the gateway's
         self._cache[owner] = tz
         return tz
+
+    def _unread(self, exc: Exception) -> None:
+        fields = error_fields(exc)
+        trouble = (fields["error"], fields.get("sqlite_error"), fields.get("errno"))
+        if trouble != self._trouble:
+            self._trouble = trouble
+            log.warning("user time zones not read; the gateway's zone is used until they are", path=str(self.db.path),
+                        **fields)
 
     async def set(self, owner: str, tz: tzinfo, *, at: datetime) -> None:
         await self.db.write(

@@ -10,10 +10,18 @@ import structlog
 
 from .errorlog import error_fields
 
-__all__ = ["Clock", "ManualClock", "SystemClock", "ZoneOf", "format_ts", "local_day", "owner_zone", "parse_ts", "weekday"]
+__all__ = ["Clock", "ManualClock", "SystemClock", "ZoneOf", "ZoneUnread", "format_ts", "local_day", "owner_zone",
+           "parse_ts", "weekday"]
 
 # A user's own time zone (the gateway's /timezone), None when they set none.
 ZoneOf = Callable[[str], Awaitable[tzinfo | None]]
+
+
+class ZoneUnread(Exception):
+    """A :data:`ZoneOf` could not read the zone and has said so in the log
+    itself, once for the trouble (gateway/timezones.py): the caller falls
+    back without logging it again (each caller's line, at every message,
+    filled the log)."""
 
 
 class Clock:
@@ -90,6 +98,8 @@ async def owner_zone(zone_of: ZoneOf | None, owner: str, default: tzinfo) -> tzi
     if zone_of is not None:
         try:
             return await zone_of(owner) or default
+        except ZoneUnread:
+            pass  # said where it was read
         except Exception as exc:
             structlog.get_logger(component="memory").warning(
                 "user time zone not read; the gateway's used", owner=owner, **error_fields(exc)

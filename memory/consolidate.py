@@ -29,7 +29,7 @@ import structlog
 
 from .changelog import write_log
 from .cues import clean_terms, safe_terms, split_terms
-from .engine import MemoryEngine, content_hash, more_source_text, row_to_memory
+from .engine import SPEAKERS, MemoryEngine, content_hash, more_source_text, row_to_memory
 from .forgetting import retire_entries_on
 from .llm import Candidate, Fact
 from .retrieval import Retriever
@@ -557,6 +557,8 @@ class Consolidator:
         speakers = tuple(dict.fromkeys([*have.speakers, *(said.speakers if said is not None else ())]))
         said_by = tuple(dict.fromkeys([*have.said_by, *(said.said_by if said is not None else ())]))
         if more != have.refs or speakers != have.speakers or said_by != have.said_by:
+            if speakers != have.speakers or said_by != have.said_by:
+                self.engine.db.bump(SPEAKERS)  # no longer one member's note (memory/samenames.py)
             # Same JSON shape as NewMemory's (``refs`` a list): json_each(provenance, '$.refs') reads it.
             await conn.execute(
                 "UPDATE memories SET provenance = ? WHERE id = ?",

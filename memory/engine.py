@@ -20,7 +20,7 @@ import re
 import sqlite3
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, tzinfo
 from pathlib import Path
@@ -29,12 +29,13 @@ from typing import Any, TypeVar
 import aiosqlite
 import structlog
 
-from .clock import Clock, SystemClock, ZoneOf, format_ts, local_day
+from .clock import Clock, SystemClock, ZoneOf, ZoneUnread, format_ts, local_day
 from .cues import CUE_MARK, cue_text, join_terms, split_terms
 from .buffer import NOT_GONE, continue_ids, drop_owner_lines, reconcile
 from .db import Database
 from .errorlog import error_fields
 from .format import truncate
+from .groupowner import is_group_owner
 from .lru import LRU
 from .pastplan import passed
 from .projects import ALIASES, Aliased, Unaliased, move_facts, remove_alias, set_alias
@@ -52,7 +53,9 @@ from .types import (
     Source,
     Status,
 )
-from .zonehistory import Lived, Span, drop_zones, fill, gateway_started, read_gateway_spans, read_spans, record_change
+from .zonehistory import (
+    Lived, Span, drop_zones, fill, gateway_started, read_gateway_spans, read_spans, record_change, record_return,
+)
 
 __all__ = [
     "Backlog",
@@ -74,6 +77,10 @@ _W = TypeVar("_W", bound=Callable[..., Awaitable[Any]])
 
 TIER1 = "tier1"  # Database.stamp name of what the profile cache holds
 INDEX = "index"  # Database.stamp name of the FTS indexes' content (retrieval's statistics cache)
+# Database.stamp name of who a group's rows name, changed other than by a new
+# row: one erased, rows moved between owners, a note's speakers rewritten
+# (memory/samenames.py's cache). A user's own row erased does not move it.
+SPEAKERS = "speakers"
 PROFILE_CACHE_SIZE = 4096  # owners whose Tier 1 markdown is kept
 # Tier 1 is in every system prompt (seed 000: ~100 entries), so it has a
 # budget like the other injections (seed 001): an entry is a short fact; one
@@ -358,6 +365,10 @@ class MemoryEngine:
         self._owners_kept = owners_kept
         self._erased: set[int] = set()  # memories erased or reworded since the last purge_erased
         self._erase_listeners: list[Callable[[Sequence[int]], object]] = []
+
+    def footprint(self) -> dict[str, Collection[object]]:
+        """Its per-owner caches, by name, read-only: for measuring (scripts/bench_soak.py), not to change."""
+        return {"projects": self._projects.view(), "profiles": self._profiles}
 
     @classmethod
     async def open(
@@ -672,6 +683,8 @@ class MemoryEngine:
             raise MemoryNotFound(f"no memory with id {memory_id}")
         content = row["content"]
         self.db.bump(INDEX)
+        if is_group_owner(row["owner"]):
+            self.db.bump(SPEAKERS)  # a group's note erased: who it named goes with it
         await conn.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
         await conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
         if row["superseded_by"] is not None:  # its words leave the fact that replaced it
@@ -721,6 +734,8 @@ class MemoryEngine:
         async with self.db.transaction() as conn:
             self.db.bump(TIER1)
             self.db.bump(INDEX)
+            if is_group_owner(owner):  # a group wipe (a member's notes in groups went by delete, above)
+                self.db.bump(SPEAKERS)
             await conn.execute(
                 "DELETE FROM memories_fts WHERE rowid IN (SELECT id FROM memories WHERE owner = ?)", (owner,)
             )
@@ -778,6 +793,8 @@ class MemoryEngine:
         assert self.zone_of is not None
         try:
             return await self.zone_of(owner) is None
+        except ZoneUnread:
+            return False  # gateway.db trouble, said where it was read: their own spans alone date them
         except Exception as exc:  # gateway.db trouble: their own spans alone date them, as before
             log.warning("user time zone not read", owner=owner, **error_fields(exc))
             return False
@@ -794,6 +811,13 @@ class MemoryEngine:
         await record_change(self.db, owner, before, since=since, at=at)
         self._zones.pop(owner)
 
+    async def zone_named(self, owner: str, gateway: tzinfo, *, at: datetime) -> None:
+        """``owner``, on the gateway's zone (``gateway`` today) since a reset,
+        names their own at ``at``: the gap keeps the gateway's days
+        (:func:`memory.zonehistory.record_return`)."""
+        await record_return(self.db, owner, gateway, at=at)
+        self._zones.pop(owner)
+
     def owners_changed(self, *owners: str) -> None:
         """Rows of ``owners`` changed hands outside this engine's own write
         methods (:mod:`memory.merge`): drop what is cached about them. Call
@@ -801,6 +825,7 @@ class MemoryEngine:
         self.db.bump(TIER1)
         self.db.bump(INDEX)
         self.db.bump(ALIASES)
+        self.db.bump(SPEAKERS)  # merge renames the groups' speakers too
         for owner in owners:
             self._projects.pop(owner, None)
             self._zones.pop(owner)
@@ -1319,6 +1344,10 @@ class MemoryEngine:
     @_in_transaction
     async def delete_event(self, event_id: int, *, conn: aiosqlite.Connection | None = None) -> None:
         assert conn is not None  # opened by @_in_transaction when not given
+        async with conn.execute("SELECT owner FROM daily_events WHERE id = ?", (event_id,)) as c:
+            row = await c.fetchone()
+        if row is not None and is_group_owner(row[0]):
+            self.db.bump(SPEAKERS)  # a group's day erased: who it named goes with it
         cur = await conn.execute("DELETE FROM daily_events WHERE id = ?", (event_id,))
         if cur.rowcount == 0:
             raise MemoryNotFound(f"no event with id {event_id}")

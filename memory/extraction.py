@@ -46,7 +46,7 @@ import asyncio
 import contextlib
 import re
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence, Set
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence, Set
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, tzinfo
 from zoneinfo import ZoneInfo
@@ -62,7 +62,7 @@ from .engine import MemoryEngine
 from .errorlog import error_brief, error_fields
 from .llm import Fact, LLMOverflow, MemoryLLM, MemoryLLMError
 from .groupowner import is_group_owner, member_tag
-from .samenames import shared_names
+from .samenames import SameNames
 from .scope import in_group
 from .service import SqliteMemory, original_message_id
 from .types import Provenance, Source
@@ -230,8 +230,14 @@ class ExtractionService:
         # (channel, chat id) -> the time of the oldest message its prompt
         # still shows (:meth:`left_window`), until the next tick reads it.
         self._left: dict[tuple[str, str], str] = {}
+        # Which names two members of a group have had, kept between its flushes (memory/samenames.py).
+        self._same_names = SameNames()
 
     # -- lifecycle ------------------------------------------------------------
+
+    def footprint(self) -> dict[str, Collection[object]]:
+        """Its per-user state, by name, read-only: for measuring (scripts/bench_soak.py), not to change."""
+        return {"locks": self._locks, "held": self._held}
 
     def attach(self, memory: SqliteMemory) -> None:
         """Register on ``SqliteMemory.on_buffered`` so a new turn wakes the loop."""
@@ -614,7 +620,7 @@ class ExtractionService:
             await self._step("candidates", owner)
             tz = await self._zone(owner)
             # A name two members of the group have had is tagged in every batch (memory/samenames.py).
-            named_twice = await shared_names(self.engine.db, owner, _speaker_label) if notes else set()
+            named_twice = await self._same_names.read(self.engine.db, owner, _speaker_label) if notes else set()
             conversation = self._conversation(rows, tz, group=group, notes=notes, shared=named_twice)
             labels = _speaker_labels(rows, named_twice) if notes else []
             said = [r.content for r in rows]

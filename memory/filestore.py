@@ -68,7 +68,7 @@ from .redact import redact_credentials
 from .scope import Chat
 from .service import EDITED_MARK, RECALL_EVENTS, Retracted
 from .timeref import periods
-from .tokenize import index_terms, normalize
+from .tokenize import GLUE_BIGRAM_WEIGHT, UNIGRAM_WEIGHT, index_terms, normalize
 from .tokens import estimate_tokens
 from .types import (
     GLOBAL_OWNER,
@@ -432,8 +432,6 @@ _STOP = frozenset(
     我的 你的 什么 怎么 记得 之前 以前 一下 一个 这个 那个 我们 你们 是不 不是 有没 没有 可以 告诉 知道""".split()
 )
 _MAX_QUERY_CHARS = 2000  # a pasted 1 MB message is not a 1 MB query
-_CHAR_WEIGHT = 0.3  # one Han character of a longer word: weak evidence alone
-_GLUE_WEIGHT = 0.4
 
 
 def _query_units(query: str) -> dict[str, float]:
@@ -445,13 +443,13 @@ def _query_units(query: str) -> dict[str, float]:
     for t in terms:
         if len(t) == 1 and t.isascii():
             continue
-        w = _CHAR_WEIGHT if len(t) == 1 and has_words else 1.0
+        w = UNIGRAM_WEIGHT if len(t) == 1 and has_words else 1.0
         if len(t) == 2 and not t.isascii():
             glue = (t[0] in _STOP) + (t[1] in _STOP)
             if glue == 2:
                 continue
             if glue:
-                w = _GLUE_WEIGHT  # straddles a grammar character: 码是 in 密码是
+                w = GLUE_BIGRAM_WEIGHT  # straddles a grammar character: 码是 in 密码是
         units[t] = max(w, units.get(t, 0.0))
     return dict(list(units.items())[:32])
 
@@ -472,7 +470,10 @@ class FileMemory(MemoryBackend):
     ``tz`` is the gateway's timezone; a user's lines and daily files are
     dated in their own zone (``zone_of``, /timezone) when written, the
     gateway's when they set none. No history is kept: the zone then is
-    the zone the line was said in.
+    the zone the line was said in. A later /timezone moves no line (a
+    line keeps its day and wall time, not its instant), so what was said
+    before a user's first one keeps the gateway's day, where the SQLite
+    store reads it in the zone named (docs/ARCHITECTURE.md).
     """
 
     kind = "files"

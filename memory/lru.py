@@ -9,7 +9,7 @@ be safe to forget, read again from where it came from when asked next.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Generic, TypeVar, overload
 
 __all__ = ["LRU"]
@@ -71,6 +71,11 @@ class LRU(Generic[K, V]):
 
     def __len__(self) -> int:
         return len(self._items)
+
+    def view(self) -> Mapping[K, V]:
+        """Its entries, oldest first, read-only, without making any the
+        newest (a read would): for measuring (scripts/bench_soak.py)."""
+        return self._items
 
     def __iter__(self) -> Iterator[K]:
         return iter(list(self._items))

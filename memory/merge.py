@@ -112,8 +112,10 @@ async def move_owner(engine: MemoryEngine, old: str, new: str, *, job: str) -> d
     async with engine.db.transaction() as conn:
         counts = await _survey(conn.execute_fetchall, old, new)
         if not any(counts.values()):
-            # No rows, but where the handle was (/timezone) still follows it.
-            if await move_zones(conn, old, new):
+            # No rows, but where the handle was (/timezone) still follows it,
+            # and the groups' notes and lines of what it said name the user now.
+            renamed = await _rename_speaker(conn, old, new)
+            if await move_zones(conn, old, new) or renamed:
                 engine.owners_changed(old, new)
             return counts
         at = engine.now()
@@ -149,11 +151,7 @@ async def move_owner(engine: MemoryEngine, old: str, new: str, *, job: str) -> d
         same = [r[0] for r in await conn.execute_fetchall(_SAME_LINES, (old, new))]
         await drop_lines(conn, same)  # tombstoned in memory.db first, as every buffer delete
         await conn.execute("UPDATE extraction_buffer SET owner = ? WHERE owner = ?", (new, old))
-        # The groups' notes and lines name who spoke them (memory/groupnotes.py):
-        # the user's erasure finds them by the name they have now.
-        await conn.execute("UPDATE extraction_buffer SET speaker = ? WHERE speaker = ?", (new, old))
-        for table in ("memories", "daily_events"):
-            await conn.execute(_RENAME_SPEAKER.format(table=table), (new, old, old))
+        await _rename_speaker(conn, old, new)
         await move_zones(conn, old, new)  # where the handle's words were said (memory/zonehistory.py)
         moved = {k: v for k, v in counts.items() if v}
         await write_log(conn, at=at, job=job, owner=new, action="merge_identity", detail={"from": old, **moved})
@@ -165,6 +163,15 @@ _RENAME_SPEAKER = """UPDATE {table} SET provenance = json_set(provenance, '$.spe
       FROM json_each({table}.provenance, '$.speakers') s)))
   WHERE owner LIKE 'group:%' AND json_valid(provenance)
     AND EXISTS (SELECT 1 FROM json_each({table}.provenance, '$.speakers') s WHERE s.value = ?3)"""
+
+
+async def _rename_speaker(conn: Any, old: str, new: str) -> int:
+    """The groups' notes and lines name who spoke them (memory/groupnotes.py):
+    the user's erasure finds them by the name they have now. How many rows."""
+    n = (await conn.execute("UPDATE extraction_buffer SET speaker = ? WHERE speaker = ?", (new, old))).rowcount
+    for table in ("memories", "daily_events"):
+        n += (await conn.execute(_RENAME_SPEAKER.format(table=table), (new, old, old))).rowcount
+    return int(n)
 
 
 async def _carry_terms(conn: Any, moved: int, keep: int) -> None:

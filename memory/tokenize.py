@@ -28,7 +28,9 @@ from functools import lru_cache
 import snowballstemmer
 
 __all__ = [
+    "GLUE_BIGRAM_WEIGHT",
     "TOKENIZER_VERSION",
+    "UNIGRAM_WEIGHT",
     "index_terms",
     "index_text",
     "normalize",
@@ -78,8 +80,9 @@ _FRAME = re.compile(
     r"|(?<![实表体出发呈显展兑再重浮])现在|(?<![节题项科盲])目前|当前|此刻|眼下|如今|今天|今晚|今儿|这会儿"
 )
 
-_UNIGRAM_WEIGHT = 0.3  # a character inside a longer run: weak evidence on its own
-_GLUE_BIGRAM_WEIGHT = 0.4  # a bigram straddling a grammar character (喜欢的 -> 欢的)
+UNIGRAM_WEIGHT = 0.3  # a character inside a longer run: weak evidence on its own
+GLUE_BIGRAM_WEIGHT = 0.4  # a bigram straddling a grammar character (喜欢的 -> 欢的)
+# Both are public: memory/filestore.py weighs its query terms with them too.
 
 _stemmer = snowballstemmer.stemmer("english")
 
@@ -212,10 +215,10 @@ def _query_terms(text: str) -> list[tuple[str, float]]:
             glue = bg[0] in STOP_ZH_CHARS or bg[1] in STOP_ZH_CHARS
             if glue and bg[0] in STOP_ZH_CHARS and bg[1] in STOP_ZH_CHARS:
                 continue
-            put(bg, _GLUE_BIGRAM_WEIGHT if glue else 1.0)
+            put(bg, GLUE_BIGRAM_WEIGHT if glue else 1.0)
         for ch in cjk:
             if ch not in STOP_ZH_CHARS:
-                put(ch, _UNIGRAM_WEIGHT)
+                put(ch, UNIGRAM_WEIGHT)
     return list(out.items())
 
 

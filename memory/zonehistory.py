@@ -45,7 +45,7 @@ from .db import Database
 from .timeref import Period
 
 __all__ = ["GATEWAY_ZONES", "Lived", "SPANS_KEPT", "current", "drop_zones", "fill", "gateway_started", "lived_periods",
-           "lived_wall", "move_zones", "read_gateway_spans", "read_spans", "record_change", "zone_key"]
+           "lived_wall", "move_zones", "read_gateway_spans", "read_spans", "record_change", "record_return", "zone_key"]
 
 SPANS_KEPT = 200  # zone changes kept per user (a traveller's years); the oldest go first
 _PREFIX = "zones:"
@@ -139,6 +139,41 @@ async def _record(conn: aiosqlite.Connection, key: str, before: tzinfo, *, since
         "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
         (key, json.dumps(spans[-SPANS_KEPT:], separators=(",", ":"))),
     )
+
+
+async def record_return(db: Database, owner: str, gateway: tzinfo, *, at: datetime) -> bool:
+    """``owner``, back on the gateway's zone since their last span ended
+    (``/timezone reset``), names a zone of their own at ``at``: the time
+    between is recorded as the gateway's zones then (its old ones,
+    :data:`GATEWAY_ZONES`, where they cover it; ``gateway``, today's, for
+    the rest), else it fell after their last span and was read on the zone
+    they named. Nothing when they have no span: a first ``/timezone`` (the
+    gateway's zone was a guess, not where they were). True when recorded."""
+    until = format_ts(at)
+    key = _key(owner)
+    async with db.transaction() as conn:
+        async with conn.execute("SELECT value FROM meta WHERE key = ?", (key,)) as cur:
+            row = await cur.fetchone()
+        spans = [s for s in _parse(row[0] if row else None) if s[1] <= until]  # a clock stepped back: as _record
+        if not spans or spans[-1][1] >= until:
+            return False
+        async with conn.execute("SELECT value FROM meta WHERE key = ?", (GATEWAY_ZONES,)) as cur:
+            shared = await cur.fetchone()
+        cursor, now = spans[-1][1], zone_key(gateway)
+        for since, end, name in sorted(_parse(shared[0] if shared else None), key=lambda span: span[1]):
+            a, b = max(since, cursor), min(end, until)
+            if a < b:
+                if cursor < a:
+                    spans.append((cursor, a, now))
+                spans.append((a, b, name))
+                cursor = b
+        if cursor < until:
+            spans.append((cursor, until, now))
+        await conn.execute(
+            "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, json.dumps(spans[-SPANS_KEPT:], separators=(",", ":"))),
+        )
+    return True
 
 
 async def gateway_started(db: Database, tz: tzinfo, *, at: datetime) -> bool:

@@ -31,7 +31,7 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Sized
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,67 +39,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench_gateway import API_KEY, fakes_process, rss_kib, seed  # noqa: E402  (scripts/ is sys.path[0])
 
-# (label, path from the App): each is len()-ed when it exists in this tree.
-STRUCTURES: list[tuple[str, str]] = [
-    ("loop.queues", "loop._queues"),
-    ("loop.workers", "loop._workers"),
-    ("loop.buffering", "loop._buffering"),
-    ("loop.current", "loop._current"),
-    ("loop.clean", "loop._clean"),
-    ("loop.moving", "loop._moving"),
-    ("sessions.windows", "sessions._windows"),
-    ("sessions.current", "sessions._current"),
-    ("sessions.unpruned", "sessions._unpruned"),
-    ("limiter.users", "loop.limiter._users"),
-    ("commands.codes", "loop.commands._codes"),
-    ("commands.exported", "loop.commands._exported"),
-    ("incognito.cache", "incognito._cache"),
-    ("timezones.cache", "timezones._cache"),
-    ("delivery.held", "delivery._held"),
-    ("delivery.refused", "delivery._refused"),
-    ("delivery.no_drafts", "delivery._no_drafts"),
-    ("bus.takeovers", "bus._takeovers"),
-    ("telegram.typing_at", "channels.telegram._typing_at"),
-    ("telegram.albums", "channels.telegram._albums"),
-    ("telegram.lone", "channels.telegram._lone"),
-    ("telegram.holding", "channels.telegram._holding"),
-    ("telegram.lanes", "channels.telegram._lanes._queues"),
-    ("telegram.comments", "channels.telegram._comments._items"),
-    ("memory.projects", "backend.engine._projects"),
-    ("memory.profiles", "backend.engine._profiles"),
-    ("extraction.locks", "extraction._locks"),
-    ("extraction.held", "extraction._held"),
-]
-
-
-def _resolve(app: Any, path: str) -> Any:
-    obj = app
-    for part in path.split("."):
-        obj = obj.get(part) if isinstance(obj, dict) else getattr(obj, part, None)
-        if obj is None:
-            return None
-    return obj
-
-
 def sizes(app: Any) -> tuple[dict[str, int], int]:
-    """Each structure's length, and roughly what they hold in all (KiB:
-    the containers, their keys and their values' top objects)."""
+    """Each per-chat or per-user structure's length (gateway.footprint: each
+    part names its own, so a renamed field is not silently left out), and
+    roughly what they hold in all (KiB: the containers, their keys and
+    their values' top objects)."""
+    from gateway.footprint import footprint
+
     out: dict[str, int] = {}
     held = 0
-    for label, path in STRUCTURES:
-        found = _resolve(app, path)
-        if isinstance(found, Sized):
-            out[label] = len(found)
-            held += _bytes(found)
+    for label, found in sorted(footprint(app).items()):
+        out[label] = len(found)
+        held += _bytes(found)
     return out, held // 1024
 
 
-def _bytes(container: Any) -> int:
-    inner = getattr(container, "_items", None)  # memory.lru.LRU: its OrderedDict
-    if inner is not None and not isinstance(container, dict):
-        container = inner
+def _bytes(container: Collection[object]) -> int:
     total = sys.getsizeof(container)
-    items = container.items() if isinstance(container, dict) else ((k, None) for k in container)
+    items = container.items() if isinstance(container, Mapping) else ((k, None) for k in container)
     for key, value in items:
         total += sys.getsizeof(key) + (sys.getsizeof(value) if value is not None else 0)
         if isinstance(key, tuple):

@@ -18,19 +18,30 @@ against the current weights, query by query:
   weighs ``--glue-word``, a bigram without grammar characters with
   r < ``--theta`` weighs ``--non-word`` of its weight.
 
+And the characters (session 36), by the collection's counts:
+
+* ``rare-char``: a CJK character of a longer run (weight 0.3) held by under
+  ``--theta`` of the rows weighs ``--char-word`` (message; x 0.4 in context).
+* ``char-syn``: the same for a character in at most ``--max-df`` rows,
+  counted only in a memory holding none of the query's bigrams with it
+  (狗狗 for 小狗: the word in another form).
+
 A measurement, not a product path: it replaces the tokenizer's query
-weighting (and, for ``cohesion``, wraps the retriever's candidate step)
-in this process only. Needs jieba for ``dict`` and ``seg`` (the ``bench``
-extra). Results: docs/RETRIEVAL.md §9, session 35.
+weighting (``cohesion`` and ``rare-char`` wrap the retriever's candidate
+step, ``char-syn`` its relevance) in this process only. Needs jieba for
+``dict`` and ``seg`` (the ``bench`` extra). Results: docs/RETRIEVAL.md §9,
+sessions 35 and 36.
 
     python scripts/compare_zh_word_weights.py dict --glue-word 0.6
     python scripts/compare_zh_word_weights.py seg --non-word 0.6 --locomo
+    python scripts/compare_zh_word_weights.py char-syn --max-df 4 --char-word 0.6
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import re
 import sys
 import tempfile
@@ -142,7 +153,7 @@ def patch_cohesion(theta: float, glue_word: float, non_word: float) -> None:
                     continue
                 r = df.get(x.term, 0) / min(chars)
                 if _glue(x.term) and r >= theta:
-                    q[i] = retrieval.QueryTerm(x.term, x.weight * glue_word / tokenize._GLUE_BIGRAM_WEIGHT, x.from_query)
+                    q[i] = retrieval.QueryTerm(x.term, x.weight * glue_word / tokenize.GLUE_BIGRAM_WEIGHT, x.from_query)
                 elif not _glue(x.term) and r < theta:
                     q[i] = retrieval.QueryTerm(x.term, x.weight * non_word, x.from_query)
         return await base(self, t, q, *a, **k)
@@ -183,9 +194,73 @@ def summary(name: str, base: list[dict[str, Any]], new: list[dict[str, Any]]) ->
     )
 
 
+_CHAR = re.compile(rf"^[{tokenize._CJK}]$")
+
+
+def patch_rare_chars(theta: float, char_word: float) -> None:
+    """A CJK character of a longer run (weight 0.3: 狗 of 小狗) held by
+    under ``theta`` of the collection's rows weighs ``char_word`` instead:
+    a rare character is a content character (狗, 购, 笑, 画), a common one
+    the template's or grammar's (感, 开, 心, 好). Session 36."""
+    base = retrieval.Retriever._candidates
+
+    async def candidates(self: retrieval.Retriever, t: Any, q: list[retrieval.QueryTerm], *a: Any, **k: Any) -> Any:
+        chars = [x.term for x in q if _CHAR.match(x.term)]
+        if chars:
+            stats, df = await self._term_stats(t, chars)
+            for i, x in enumerate(q):
+                if _CHAR.match(x.term) and stats.rows and 0 < df.get(x.term, 0) < theta * stats.rows:
+                    w = x.weight / tokenize.UNIGRAM_WEIGHT * char_word if x.weight < 1.0 or not x.from_query else x.weight
+                    q[i] = retrieval.QueryTerm(x.term, min(w, 1.0 if x.from_query else retrieval.CONTEXT_WEIGHT),
+                                               x.from_query)
+        return await base(self, t, q, *a, **k)
+
+    retrieval.Retriever._candidates = candidates  # type: ignore[method-assign]
+
+
+def patch_char_in_another_word(max_df: int, char_word: float) -> None:
+    """A CJK character of a query bigram (狗 of 小狗) held by at most
+    ``max_df`` rows counts as ``char_word`` (instead of 0.3) in a memory
+    that holds none of the query's bigrams with that character (狗狗, not
+    小狗): the same word said in another form, as Indri's ``#syn`` counts
+    an expansion only without its source. Session 36."""
+    init, call = retrieval._Relevance.__init__, retrieval._Relevance.__call__
+    extra: dict[int, dict[str, tuple[float, frozenset[str]]]] = {}
+
+    def new_init(self: Any, q: Sequence[retrieval.QueryTerm], idf: dict[str, float], avg_len: float) -> None:
+        init(self, q, idf, avg_len)
+        bgs = [x.term for x in q if _BIGRAM.match(x.term)]
+        top = max(idf.values(), default=0.0)  # a term in no row
+        chars: dict[str, tuple[float, frozenset[str]]] = {}
+        for x in q:
+            # idf = ln(1 + (N - df + .5) / (df + .5)) ~ ln((N + 1) / (df + .5)): top - idf ~ ln(2 df + 1).
+            if _CHAR.match(x.term) and x.weight < 1.0 and 1e-9 < top - idf[x.term] <= math.log(2 * max_df + 1.5):
+                w = x.weight / tokenize.UNIGRAM_WEIGHT * (char_word - tokenize.UNIGRAM_WEIGHT)
+                chars[x.term] = (w * idf[x.term], frozenset(b for b in bgs if x.term in b))
+        extra[id(self)] = chars
+
+    def new_call(self: Any, doc: str, dated: bool = False) -> float:
+        got: float = call(self, doc, dated)
+        chars = extra.get(id(self), {})
+        if chars:
+            toks = doc.split(" ")
+            norm = retrieval._K1 * (1.0 - retrieval._B + retrieval._B * max(len(toks), 1) / self.avg_len)
+            held = set(toks)
+            for c, (w, bgs) in chars.items():
+                if c in held and held.isdisjoint(bgs):
+                    f = toks.count(c)
+                    got += w * f * (retrieval._K1 + 1.0) / (f + norm) / self.mass
+        return got
+
+    retrieval._Relevance.__init__ = new_init  # type: ignore[method-assign]
+    retrieval._Relevance.__call__ = new_call  # type: ignore[method-assign]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    ap.add_argument("signal", choices=["dict", "seg", "cohesion"])
+    ap.add_argument("signal", choices=["dict", "seg", "cohesion", "rare-char", "char-syn"])
+    ap.add_argument("--max-df", type=int, default=2, help="char-syn: rows a rare character is in at most")
+    ap.add_argument("--char-word", type=float, default=0.3, help="rare-char: a rare character's weight (0.3: as now)")
     ap.add_argument("--glue-word", type=float, default=0.4, help="a glue bigram that is a word (0.4: as now)")
     ap.add_argument("--non-word", type=float, default=1.0, help="a bigram without grammar characters that is no word")
     ap.add_argument("--theta", type=float, default=0.5, help="cohesion: r at which a bigram is a word")
@@ -201,6 +276,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         patch_query_weights(weigh_by_dict(jieba_words(a.min_freq, frozenset(filter(None, a.tags.split(",")))), a.glue_word, a.non_word))
     elif a.signal == "seg":
         patch_query_weights(weigh_by_segments(a.glue_word, a.non_word))
+    elif a.signal == "char-syn":
+        patch_char_in_another_word(a.max_df, a.char_word)
+    elif a.signal == "rare-char":
+        patch_rare_chars(a.theta, a.char_word)
     else:
         patch_cohesion(a.theta, a.glue_word, a.non_word)
     retrieval._turn_terms.cache_clear()

@@ -9,8 +9,7 @@ person is never shared by a forgotten option.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
-from datetime import UTC, tzinfo
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +49,7 @@ from ._common import (
     setup_cli_logging,
     shares_data,
 )
+from ._zones import CliZones, user_zones
 
 CATEGORIES = [c.value for c in Category]
 JOB = "cli"  # the change log's name for what was done with these commands
@@ -259,35 +259,22 @@ def search(query: str, user: str | None, limit: int, as_json: bool) -> None:
     cfg = load_cli_config()
     owner = resolve_user(user, cfg)
     handles = [h for h in IdentityMap(cfg.memory.identities).handles(owner) if h != owner] if owner else []
-    run(_search(resolve_db(cfg), owner, query, limit, as_json, handles, zones=_user_zones(cfg)))
-
-
-def _user_zones(cfg: Config) -> Callable[[str], tzinfo]:
-    """Whose calendar "昨天" or "last week" is read on: the user's /timezone
-    (gateway.db, read only), else gateway.timezone, as the bot's recall reads
-    it; the gateway's alone, with a warning, when gateway.db cannot be read."""
-    from gateway.timezones import parse_timezone, read_zones
-
-    path = Paths.from_env().gateway_db()
-    try:
-        theirs = read_zones(path)
-    except sqlite3.DatabaseError as exc:
-        click.echo(f"warning: user time zones not read from {path} ({exc}): the gateway's is used", err=True)
-        theirs = {}
-    default = parse_timezone(cfg.gateway.timezone)
-    return lambda user: theirs.get(user, default)
+    run(_search(resolve_db(cfg), owner, query, limit, as_json, handles, zones=user_zones(cfg)))
 
 
 async def _search(path: Path, owner: str | None, query: str, limit: int, as_json: bool,
-                  handles: list[str] | None = None, *, zones: Callable[[str], tzinfo] = lambda _user: UTC) -> None:
+                  handles: list[str] | None = None, *, zones: CliZones | None = None) -> None:
     async with open_engine(path) as engine:
+        if zones is not None:
+            zones.attach(engine)  # who is on the gateway's zone: its old ones date their days
         retriever = Retriever(engine)
         found: dict[tuple[str, int], tuple[str, Hit]] = {}
         owners = await engine.owners()
         # A person's handles that stored rows before the mapping (merge-identities
         # not run yet) are theirs: /export lists them, an erasure takes them.
         for u in [owner, *(h for h in handles or () if h in owners)] if owner else owners:
-            tz = zones(owner or u)  # a handle's rows are the person's: their calendar
+            # A handle's rows are the person's: their calendar.
+            tz = zones.calendar(owner or u) if zones is not None else UTC
             for h in await retriever.retrieve(u, query, limit=limit, tz=tz):
                 found.setdefault((h.kind, h.id), ("", h))
             for h in await retriever.search_events(u, query, limit=limit, tz=tz):

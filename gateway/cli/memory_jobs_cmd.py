@@ -21,6 +21,7 @@ from memory.lease import JobTimeout, LeaseBusy, LeaseLost
 from memory.llm import MemoryLLM
 
 from ._common import counted, shares_data, db_option, echo_json, json_option, load_cli_config, open_engine, render_table, resolve_db, resolve_user, run
+from ._zones import user_zones
 from .memory_cmd import memory, owner_labels, unmerged_notes
 
 
@@ -46,10 +47,12 @@ def compress(kind: str | None, which: str | None, as_json: bool) -> None:
     if which is None:
         raise click.UsageError("choose daily or weekly (myclaw memory compress daily)")
     cfg = load_cli_config()
+    zones = user_zones(cfg)
 
     async def go() -> None:
         async with _write_path(cfg) as (engine, llm):
             comp = Compressor(engine, llm, timezone=cfg.gateway.timezone)
+            zones.attach(engine, comp)  # a user's day ends at their midnight, as the gateway's run has it
             try:
                 report = await (comp.daily() if which == "daily" else comp.weekly())
             except LeaseBusy as busy:
@@ -99,6 +102,7 @@ def flush(user: str | None, as_json: bool) -> None:
     """Extract buffered messages now, ignoring the quiet gap and backoff."""
     cfg = load_cli_config()
     owner = resolve_user(user, cfg)
+    zones = user_zones(cfg)
 
     async def go() -> None:
         async with _write_path(cfg) as (engine, llm):
@@ -107,6 +111,7 @@ def flush(user: str | None, as_json: bool) -> None:
                 engine, llm, quiet_gap=ex.quiet_gap, token_budget=ex.token_budget,
                 daily_flush=ex.daily_flush, timezone=cfg.gateway.timezone,
             )
+            zones.attach(engine, svc)  # their lines' times and days on their clock, as the gateway's flush
             reports = await (svc.flush_user(owner) if owner else svc.flush_all())
         failed = [r for r in reports if r.error and not r.set_aside]
         if as_json:

@@ -106,6 +106,65 @@ async def test_a_failed_title_lookup_leaves_the_id_and_is_tried_again_later(
             await api.aclose()
 
 
+async def _fails_while_the_clock_steps(titles: ChatTitles, fake: FakeFeishu, clock: ManualClock, step: timedelta) -> None:
+    """oc_gone looked up and failed (the bot is not in it), the clock
+    stepped by ``step`` while the lookup was under way."""
+    fake.chat_gate = asyncio.Event()
+    asked = len(fake.chat_requests)
+    titles.untitled("feishu", "oc_gone")
+    async with asyncio.timeout(10):
+        while len(fake.chat_requests) == asked:
+            await asyncio.sleep(0.01)
+    clock.advance(step)
+    fake.chat_gate.set()
+    await asyncio.wait_for(titles.idle(), 10)
+    fake.chat_gate = None
+
+
+async def _asked_again(titles: ChatTitles, fake: FakeFeishu) -> bool:
+    asked = len(fake.chat_requests)
+    titles.untitled("feishu", "oc_gone")
+    await asyncio.wait_for(titles.idle(), 10)
+    return len(fake.chat_requests) > asked
+
+
+async def test_a_failed_lookup_is_tried_again_ten_minutes_after_the_failure_whichever_way_the_clock_stepped(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """The retry was counted from when the lookup began: a clock stepped
+    back an hour while it was under way put the retry 70 minutes off, one
+    stepped on an hour let the next message ask again at once. A step back
+    after the failure kept it 70 minutes off too; now a wait is never
+    longer than it was set for."""
+    async with FakeFeishu() as fake, await SessionStore.open(tmp_path / "g.db", clock) as store:
+        api = FeishuClient(fake.app_id, fake.app_secret, fake.url, backoff=0.01, max_attempts=1)
+        try:
+            hour, tick = timedelta(hours=1), timedelta(seconds=1)
+            titles = ChatTitles(store.db, clock=clock, lookups={"feishu": api.chat_title})
+            await _fails_while_the_clock_steps(titles, fake, clock, -hour)  # stepped back mid-lookup
+            clock.advance(RETRY_AFTER - tick)
+            assert not await _asked_again(titles, fake)
+            clock.advance(2 * tick)
+            assert await _asked_again(titles, fake)  # 10 minutes after the failure, not 70
+
+            clock.advance(RETRY_AFTER + tick)
+            await _fails_while_the_clock_steps(titles, fake, clock, hour)  # stepped on mid-lookup
+            assert not await _asked_again(titles, fake)  # not at once
+            clock.advance(RETRY_AFTER - tick)
+            assert not await _asked_again(titles, fake)
+            clock.advance(2 * tick)
+            assert await _asked_again(titles, fake)
+
+            clock.advance(RETRY_AFTER + tick)
+            await _fails_while_the_clock_steps(titles, fake, clock, timedelta(0))
+            clock.advance(-hour)  # stepped back after the failure: 10 minutes from here at most
+            assert not await _asked_again(titles, fake)
+            clock.advance(RETRY_AFTER + tick)
+            assert await _asked_again(titles, fake)
+        finally:
+            await api.aclose()
+
+
 async def test_an_app_without_the_chat_scope_is_warned_of_once_and_not_asked_every_ten_minutes(
     tmp_path: Path, clock: ManualClock
 ) -> None:

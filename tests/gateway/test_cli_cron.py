@@ -404,7 +404,9 @@ def test_memory_compress_daily_says_what_it_did_and_what_waits_for_the_day_to_en
     """Today is not compressed until it is over: "events 0" alone read as broken."""
     async def fill(engine: MemoryEngine) -> None:
         await engine.add_event("alice", "2020-01-01", "Alice picked Postgres")
-        today = engine.clock.now().strftime("%Y-%m-%d")  # UTC, the gateway's zone here
+        # The gateway's zone here (the home fixture's MYCLAW_TIMEZONE), not UTC's:
+        # from 16:00 UTC on, UTC's today was Shanghai's yesterday, compressed.
+        today = engine.clock.now().astimezone(ZoneInfo("Asia/Shanghai")).strftime("%Y-%m-%d")
         for i in range(2):
             await engine.add_event("alice", today, f"Alice talked about plan {i}")
 

@@ -550,6 +550,62 @@ def test_migrate_beside_the_gateways_file_sync_waits_its_turn(home: Path) -> Non
     assert db_rows(home) == []
 
 
+def test_migrate_whose_lease_is_taken_over_mid_run_stops_and_says_so(home: Path) -> None:
+    """The real command in its own process, stalled (SIGSTOP) mid-paste past
+    its lease and taken over by another import: once it goes on, exit 1 and
+    a message saying what happened and what to do (no traceback, no user's
+    words), and not one row or ledger entry written after the takeover; the
+    other's lease left to it. Run again once that one is done: each line once."""
+    import os
+    import subprocess
+    import sys
+
+    from memory.filesync import FILE_SYNC_LEASE
+    from memory.lease import Leases
+    from memory.migrate import IMPORT_BATCH
+    from tests.gateway.takeover import OTHER, imported, release_other, stall_and_take_over
+
+    total = IMPORT_BATCH * 10
+    (home / "workspace" / "memory").mkdir(parents=True)
+    (home / "workspace" / "memory" / "MEMORY.md").write_text("".join(f"- pasted line {i}\n" for i in range(total)))
+    db = home / "data" / "memory.db"
+    root = str(Path(__file__).resolve().parents[2])
+    run = "import sys; sys.path.insert(0, sys.argv[1]); from gateway.cli import main; main(sys.argv[2:])"
+    with subprocess.Popen([sys.executable, "-c", run, root, "memory", "migrate"], env={**os.environ, "MYCLAW_HOME": str(home)},
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        try:
+            at_takeover = stall_and_take_over(proc, db)
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 1, (out, err)
+    assert err.decode().endswith(
+        "Error: this import outlived its lease and another import took over; it stopped, what it imported stays; "
+        "run it again once that one is done to see the full report\n"), err
+    assert b"Traceback" not in err and b"pasted line" not in out + err
+    assert 0 < at_takeover < total
+    assert imported(db) == at_takeover  # nothing written after the loss
+    assert asyncio.run(_count(home, "SELECT COUNT(*) FROM meta WHERE key LIKE 'migrated:%'")) == 0
+
+    async def holder() -> str:
+        async with await MemoryEngine.open(db) as e:
+            return (await Leases(e.db, e.clock).holder(FILE_SYNC_LEASE) or ("", ""))[0]
+
+    assert asyncio.run(holder()) == OTHER
+    release_other(db)
+    r = ok("migrate")
+    assert f"memories  {total - at_takeover} " in r.output, r.output
+    assert imported(db) == total
+    assert asyncio.run(_count(home, "SELECT COUNT(DISTINCT content) FROM memories WHERE source = 'migration'")) == total
+
+
+async def _count(home: Path, sql: str) -> int:
+    async with await MemoryEngine.open(home / "data" / "memory.db") as e:
+        row = await e.db.fetchone(sql)
+        return int(row[0]) if row is not None else 0
+
+
 def test_migrate_without_a_file_store_says_so_and_makes_no_database(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path / "not-the-home"  # a wrong MYCLAW_HOME, or memory never disabled

@@ -701,3 +701,14 @@ async def test_lines_and_daily_files_are_dated_in_the_users_zone_when_written(
     late = turn("alice", "the gate code is 4521", "2026-11-01T09:00:00", mid="8")
     assert await files.revise(late, before="never logged") == "corrected"
     assert "(edited) the gate code" in (alice / "2026-11-13.md").read_text()
+
+
+def test_query_weights_are_the_retrievers_own() -> None:
+    # The fallback store weighs a glue bigram and an inner character with
+    # the SQLite retriever's constants, not copies that could drift apart.
+    from memory.filestore import _query_units
+    from memory.tokenize import GLUE_BIGRAM_WEIGHT, UNIGRAM_WEIGHT, query_terms
+
+    units, terms = _query_units("喜欢的咖啡"), dict(query_terms("喜欢的咖啡"))
+    assert units["欢的"] == terms["欢的"] == GLUE_BIGRAM_WEIGHT
+    assert units["咖"] == terms["咖"] == UNIGRAM_WEIGHT

@@ -248,3 +248,20 @@ async def test_a_group_upgraded_to_a_supergroup_keeps_its_notes_under_the_new_id
     assert moved is not None and moved.owner == GROUP_FAMILY and moved.provenance.chat_id == "-100900"
     assert [h.id for h in await memory.recall(LEO, "who is booking the hotel?", private=False, chat=FAMILY)] == [note.id]
     assert await memory.recall(LEO, "who is booking the hotel?", private=False, chat=("telegram", "-900")) == []
+
+
+async def test_a_handle_with_no_rows_of_its_own_merged_is_named_so_in_the_groups_notes(engine: MemoryEngine) -> None:
+    # He spoke only in the group and nothing of his own was kept: the merge
+    # has no rows of his to move, yet the group's notes and waiting lines
+    # name him, and his erasure by the name he has now must find them.
+    memory = SqliteMemory(engine)
+    note = await engine.add(_note("Dad and Mom leave on Friday", FAMILY, (DAD, "Dad"), (MOM, "Mom")))
+    await memory.buffer([Turn(owner=DAD, channel="telegram", chat_id="-100900", role="user", content="boat too",
+                              sender_id="11", message_id="9", group=True, speaker_name="Dad")])
+    async with engine.db.transaction() as conn:  # his own copy learnt, nothing kept; the group's still waits
+        await drop_lines(conn, [r[0] for r in await conn.execute_fetchall(
+            "SELECT id FROM extraction_buffer WHERE owner = ?", (DAD,))])
+    assert not any((await move_owner(engine, DAD, "dad", job="cli")).values())
+    moved = await engine.get(note.id)
+    assert moved is not None and moved.provenance.speakers == ("dad", MOM)
+    assert await forget_speaker(engine, "dad") == {"notes": 1, "events": 0, "buffered": 1}

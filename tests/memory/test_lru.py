@@ -34,3 +34,12 @@ def test_membership_counts_as_use_and_pop_and_discard_forget() -> None:
 def test_a_cap_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         LRU(0)
+
+
+def test_a_view_lists_oldest_first_and_makes_none_the_newest() -> None:
+    # What bench_soak measures: reading it must not change which key goes next.
+    cache: LRU[str, int] = LRU(2)
+    cache["a"], cache["b"] = 1, 2
+    assert dict(cache.view()) == {"a": 1, "b": 2} and list(cache.view()) == ["a", "b"]
+    cache["c"] = 3
+    assert list(cache.view()) == ["b", "c"]  # "a" went: the view did not make it newer

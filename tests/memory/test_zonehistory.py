@@ -176,3 +176,23 @@ async def test_a_handle_with_no_memories_brings_its_zones_to_the_user_all_the_sa
     assert [str(z) for _, _, z in await read_spans(engine.db, "ann")] == ["Asia/Tokyo"]
     assert await read_spans(engine.db, "tg:alice") == ()
     assert isinstance(await engine.lived("ann", NY), Lived)  # not the cached "never moved"
+
+
+async def test_a_zone_named_after_a_reset_keeps_the_gap_as_the_gateways_and_a_first_one_records_nothing(
+    engine: MemoryEngine,
+) -> None:
+    """record_return: nothing for one who never set a zone (the gateway's
+    was a guess); after a reset, the gap in the gateway's zones then."""
+    from memory.zonehistory import record_return
+
+    assert not await record_return(engine.db, "bob", UTC, at=at("2026-05-06", "12:00", UTC))
+    assert await read_spans(engine.db, "bob") == ()
+    await engine.zone_changed("alice", TOKYO, since="", at=at("2026-05-03", "12:00", UTC))  # her reset
+    await engine.zone_named("alice", BERLIN, at=at("2026-05-06", "12:00", UTC))
+    lived = await engine.lived("alice", NY)
+    assert [(u, str(z)) for _, u, z in lived.spans] == [  # type: ignore[union-attr]
+        (format_ts(at("2026-05-03", "12:00", UTC)), "Asia/Tokyo"),
+        (format_ts(at("2026-05-06", "12:00", UTC)), "Europe/Berlin")]
+    assert local_day(format_ts(at("2026-05-04", "23:30", UTC)), lived) == "2026-05-05"  # Berlin's, the gateway's then
+    # Named again at once (the same moment): nothing more.
+    assert not await record_return(engine.db, "alice", BERLIN, at=at("2026-05-06", "12:00", UTC))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory import tokenize
+from memory import retrieval, tokenize
 from tests.scripts._load import load_script
 
 
@@ -32,3 +32,25 @@ def test_summary_counts_queries_up_and_down() -> None:
     new = [row(1.0, 1.0, 1.0), row(0.5, 0.0, 0.5), row(0.0, 0.0, 0.0)]
     line = script.summary("madial_zh", base, new)
     assert "R@5 0.5000 -> 0.5000 (1 up, 1 down)" in line and "R@1 0.3333 -> 0.3333" in line
+
+
+def test_a_rare_character_counts_more_only_in_a_memory_without_its_bigram(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 狗 of 小狗: in a memory saying 狗狗 (the word in another form) it
+    # counts as char_word; in one saying 小狗 the bigram already counts.
+    script = load_script("compare_zh_word_weights")
+    init, call = retrieval._Relevance.__init__, retrieval._Relevance.__call__
+    monkeypatch.setattr(retrieval._Relevance, "__init__", init)  # put back after the test
+    monkeypatch.setattr(retrieval._Relevance, "__call__", call)
+    q = retrieval.build_query("我想养小狗")
+    idf = {x.term: 5.0 for x in q} | {"狗": 4.0, "小": 1.0}  # 狗 in ~1 row, 小 in many (5.0: in none)
+    dog = " ".join(tokenize.index_terms("Lisa看到狗狗很开心"))
+    puppy = " ".join(tokenize.index_terms("Lisa有一只小狗"))
+    base = retrieval._Relevance(q, idf, 10.0)
+    script.patch_char_in_another_word(max_df=2, char_word=0.6)
+    new = retrieval._Relevance(q, idf, 10.0)
+    assert new(dog) > base(dog)
+    assert new(puppy) == base(puppy)
+    monkeypatch.setattr(retrieval._Relevance, "__init__", init)
+    monkeypatch.setattr(retrieval._Relevance, "__call__", call)
+    script.patch_char_in_another_word(max_df=0, char_word=0.6)  # 狗 is in a row: no longer rare enough
+    assert retrieval._Relevance(q, idf, 10.0)(dog) == base(dog)
