@@ -13,6 +13,22 @@ from memory.prerank import ranked
 GROUPED = "SELECT rid, sum(w) AS s FROM ({}) GROUP BY rid ORDER BY s DESC, rid DESC"
 ARM = "SELECT rowid AS rid, ? AS w FROM t WHERE t MATCH ?"
 LIST = "SELECT {i}, group_concat(rowid) FROM t WHERE t MATCH ?"
+# SQLite 3.43 made sum() compensated (Kahan-Babuska-Neumaier): from then on
+# its sums may differ from a plain one in the last bit, and so its order on
+# a near tie. ranked() keeps the plain sum in the lists' order (the one the
+# GROUP BY gave on the SQLite this project ran on, 3.40), whatever the
+# library's version; the statement is compared only where it sums so.
+PLAIN_SQL_SUM = sqlite3.sqlite_version_info < (3, 43, 0)
+
+
+def plain(terms: list[tuple[float, list[int]]]) -> list[int]:
+    """The reference order: each row's weights added one by one in the
+    lists' order from 0.0, highest sum first, the higher id on a tie."""
+    sums: dict[int, float] = {}
+    for weight, ids in terms:
+        for rid in ids:
+            sums[rid] = sums.get(rid, 0.0) + weight
+    return sorted(sums, key=lambda rid: (sums[rid], rid), reverse=True)
 
 
 @pytest.fixture
@@ -38,7 +54,9 @@ def test_a_rows_weights_are_summed_in_the_lists_order_as_sqlite_summed_them(fts:
     fts.executemany("INSERT INTO t(rowid, text) VALUES (?, ?)", [(1, "aa bb cc"), (2, "dd"), (3, "aa")])
     terms = [(0.1, "aa"), (0.2, "bb"), (0.3, "cc"), (0.6, "dd")]
     by_sql, ours = both(fts, terms)
-    assert ours == by_sql == [1, 2, 3]
+    assert ours == [1, 2, 3]
+    if PLAIN_SQL_SUM:
+        assert by_sql == ours
 
 
 def test_ties_go_to_the_higher_id_and_empty_lists_count_nothing(fts: sqlite3.Connection) -> None:
@@ -57,4 +75,7 @@ def test_random_collections_rank_as_the_grouped_statement(fts: sqlite3.Connectio
     for _ in range(50):
         terms = [(rng.choice([0.3, 0.4, 1.0, rng.uniform(0.1, 9.0)]), m) for m in rng.sample(words, rng.randint(1, 12))]
         by_sql, ours = both(fts, terms)
-        assert ours == by_sql
+        lists = [(w, [r[0] for r in fts.execute("SELECT rowid FROM t WHERE t MATCH ?", [m])]) for w, m in terms]
+        assert ours == plain(lists)
+        if PLAIN_SQL_SUM:
+            assert ours == by_sql
