@@ -35,7 +35,7 @@ from .buffer import NOT_GONE, continue_ids, drop_owner_lines, reconcile
 from .db import Database
 from .errorlog import error_fields
 from .format import truncate
-from .groupowner import is_group_owner
+from .groupowner import is_group_owner, logged_owner
 from .lru import LRU
 from .pastplan import passed
 from .projects import ALIASES, Aliased, Unaliased, move_facts, remove_alias, set_alias
@@ -769,7 +769,7 @@ class MemoryEngine:
             counts["group notes"] = said["notes"] + said["events"]
         if said["buffered"]:
             counts["group lines"] = said["buffered"]  # their lines (and the replies to them) waiting under a group
-        log.info("owner forgotten", owner=owner, **counts)
+        log.info("owner forgotten", owner=logged_owner(owner), **counts)  # a group by its tag
         return counts
 
     async def lived(self, owner: str, tz: tzinfo | None) -> tzinfo | None:
