@@ -1094,6 +1094,13 @@ class MemoryEngine:
     async def known_projects(self, owner: str) -> frozenset[str]:
         """Project partitions ``owner`` (or ``_global``) has memories in,
         and every name of theirs (:meth:`project_aliases`)."""
+        cached, aliases = await self.projects_and_aliases(owner)
+        return cached | frozenset(aliases) | frozenset(aliases.values()) if aliases else cached
+
+    async def projects_and_aliases(self, owner: str) -> tuple[frozenset[str], dict[str, str]]:
+        """Project partitions ``owner`` (or ``_global``) has memories in,
+        and :meth:`project_aliases`: for a caller that needs both (recall's
+        named projects), one read of each."""
         cached = self._projects.get(owner)
         if cached is None:
             rows = await self.db.fetchall(
@@ -1102,8 +1109,7 @@ class MemoryEngine:
             )
             cached = frozenset(r["project"] for r in rows if r["project"] and r["project"] != GLOBAL_OWNER)
             self._projects[owner] = cached
-        aliases = await self.project_aliases(owner)
-        return cached | frozenset(aliases) | frozenset(aliases.values()) if aliases else cached
+        return cached, await self.project_aliases(owner)
 
     async def project_aliases(self, owner: str) -> dict[str, str]:
         """alias -> current name of ``owner``'s projects (and ``_global``'s;
