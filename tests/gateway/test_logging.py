@@ -255,7 +255,7 @@ def test_an_error_logged_by_type_and_place_renders_on_a_terminal_too(capsys: pyt
     except ValueError as exc:
         get_logger("gateway").error("handling failed", **error_fields(exc))
     assert "Logging error" not in capsys.readouterr().err
-    assert "handling failed" in out.getvalue() and "ValueError" in out.getvalue() and "8806" not in out.getvalue()
+    assert "handling failed" in out.getvalue() and "ValueError" in out.getvalue() and "pin is 8806" not in out.getvalue()
     structlog.reset_defaults()
     try:
         raise ValueError("again")
@@ -317,7 +317,7 @@ async def test_a_task_exception_never_retrieved_is_logged_by_type_not_its_text()
             await asyncio.sleep(0)
     finally:
         loop.set_exception_handler(saved)
-    assert "QUOKKA" not in stream.getvalue() and "8806" not in stream.getvalue()
+    assert "QUOKKA" not in stream.getvalue() and "pin is 8806" not in stream.getvalue()
     [line] = named(stream, "Task exception was never retrieved")
     assert (line["task"], line["coroutine"], line["error"]) == (
         "chat:telegram:42", "test_a_task_exception_never_retrieved_is_logged_by_type_not_its_text.<locals>.doomed",
