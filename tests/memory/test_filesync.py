@@ -20,7 +20,7 @@ from memory.backend import Turn
 from memory.filestore import FileMemory
 from memory.filesync import FILE_SYNC_LEASE, FileSync, migrate_leased
 from memory.lease import Lease, LeaseBusy, LeaseLost, Leases
-from memory.clock import format_ts
+from memory.clock import format_ts, parse_ts
 from memory.migrate import IMPORT_BATCH, SHRINK_HOLD, migrate_files
 
 P = Provenance(channel="telegram", chat_id="1")
@@ -379,9 +379,21 @@ async def test_a_long_import_renews_its_lease_between_batches(
             taken = await other.acquire(FILE_SYNC_LEASE, "migrate@1:other")
         except LeaseBusy:
             busy.append(n)
+            # One stall between two renewals: the import renews after its
+            # batch's commit, so the next count could be seen (and the clock
+            # moved again) before this stall's renewal, 40 minutes on one
+            # lease. Without renewals the import ends first: busy stays 1.
+            await _renewed_at(clock.now(), task)
             return True
         await taken.release()
         raise AssertionError(f"the import's lease was free after {n} lines")
+
+    async def _renewed_at(now: datetime, task: asyncio.Task[object]) -> None:
+        while not task.done():
+            held = await other.holder(FILE_SYNC_LEASE)
+            if held is not None and parse_ts(held[1]) >= now + timedelta(minutes=30):
+                return
+            await asyncio.sleep(0)
 
     task = asyncio.create_task(migrate_leased(tmp_path, engine))
     await _watch_batches(engine, total, task, later)
