@@ -68,7 +68,7 @@ STOP_ZH_WORDS = frozenset(
     帮我 一些 这些 那些 因为 所以 但是 可是 如果 已经 特别 非常 真的 应该 而且 好像""".split()
 )
 # Single characters that are grammar, not topic.
-STOP_ZH_CHARS = frozenset("的了是吗呢吧啊么我你他她它在有和就也都这那个一不要会说过来去很还想把被给让上下中里到得地着们吧呀哦嗯")
+STOP_ZH_CHARS = frozenset("的了是吗呢吧啊么我你他她它在有和就也都这那个一不要会说过来去很还想把被给让上下中里到得地着们呀哦嗯")
 # Common content words with one grammar character, which weigh as words,
 # not as glue: 上 of 上面 is grammar, of 上海 and 上班 it is not. Written
 # from general knowledge of the language (places, things, events,
