@@ -13,12 +13,13 @@ from pathlib import Path
 from gateway.app import App
 from gateway.bus import InboundMessage
 from memory import ManualClock
+from memory.filestore import user_slug
 from tests.fakes.openai_server import FakeOpenAI
 from tests.gateway import test_remembering_e2e as remembering
 from tests.gateway.test_app import EchoChannel
 from tests.gateway.test_remembering_e2e import Model, fact
 
-BOB = "echo:bob"
+ALICE, BOB = "echo:alice", "echo:bob"
 GROUP = "g-team"
 
 
@@ -54,21 +55,32 @@ async def test_a_legacy_top_level_day_log_never_reaches_a_users_prompt_even_afte
     memory_dir = tmp_path / "workspace" / "memory"
     memory_dir.mkdir(parents=True)
     (memory_dir / f"{LEGACY_DAY}.md").write_text(LEGACY_LOG, encoding="utf-8")
+    # Alice's own folder's log (the file store kept her private chat's days there).
+    alices = memory_dir / "users" / user_slug(ALICE)
+    alices.mkdir(parents=True)
+    (alices / ".owner").write_text(ALICE, encoding="utf-8")
+    (alices / f"{LEGACY_DAY}.md").write_text("- 09:12 user: my physiotherapist is Dr Quennell\n", encoding="utf-8")
     clock = ManualClock("2026-03-02T10:00:00Z")
     model = Model()
-    # A real model asked to compress that day would keep the lawyer as a fact.
+    # A real model asked to compress those days would keep each as a fact.
     model.extractions.append(("Vantablack", {"facts": [fact("The user's divorce lawyer is Mrs Vantablack",
                                                              category="identity")], "summary": ""}))
+    model.extractions.append(("Quennell", {"facts": [fact("Alice's physiotherapist is Dr Quennell",
+                                                           category="identity")], "summary": ""}))
     async with remembering.running(tmp_path, model, clock, by_hand=True) as (app, fake):
         engine = app.backend.engine  # type: ignore[union-attr]
         assert [e.event_date for e in await engine.events("_global")] == [LEGACY_DAY]  # imported at start
         assert app.compressor is not None
         await app.compressor.daily()
         n = len(fake.chat_requests())
-        for chat, group in ((GROUP, True), ("c-bob", False)):
-            answer = await send(app, clock, "who is my divorce lawyer?", BOB, chat, group=group)
-            assert "Vantablack" not in chats_since(fake, n) + answer, chat
+        for who, chat, group in ((BOB, GROUP, True), (BOB, "c-bob", False), (ALICE, GROUP, True)):
+            answer = await send(app, clock, "who is my divorce lawyer? and my physiotherapist?", who, chat, group=group)
+            sent = chats_since(fake, n) + answer
+            assert "Vantablack" not in sent and "Quennell" not in sent, (who, chat)
         listed = await send(app, clock, "/memory lawyer", BOB, "c-bob", group=False)
         assert "Vantablack" not in listed
         # The day stays the operator's record: an event of _global's, not a fact anyone reads.
         assert [m.content for m in await engine.list_memories("_global", limit=10)] == []
+        # The oracle: Alice's own day became her fact, read in her private chat.
+        await send(app, clock, "who is my physiotherapist?", ALICE, "c-alice", group=False)
+        assert "Dr Quennell" in chats_since(fake, n)
