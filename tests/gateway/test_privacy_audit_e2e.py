@@ -84,3 +84,38 @@ async def test_a_legacy_top_level_day_log_never_reaches_a_users_prompt_even_afte
         # The oracle: Alice's own day became her fact, read in her private chat.
         await send(app, clock, "who is my physiotherapist?", ALICE, "c-alice", group=False)
         assert "Dr Quennell" in chats_since(fake, n)
+
+
+OLD_SALARY, NEW_SALARY = "Alice's salary at Brightwave is 51000 a year", "Alice's salary at Brightwave is 80000 a year"
+
+
+async def test_a_shared_fact_is_read_in_a_group_without_the_private_fact_it_replaced(tmp_path: Path) -> None:
+    """Alice's salary, told privately, then changed; she shares the current
+    fact with her groups (/share). Asked there, recall shows the fact it
+    replaced under a current one (memory/format.py): in a group only what
+    that group may read, and the old salary was never said nor shared there."""
+    clock = ManualClock("2026-03-02T10:00:00Z")
+    model = Model()
+    model.extractions.append(("51000", {"facts": [fact(OLD_SALARY, category="identity")], "summary": ""}))
+    model.extractions.append(("80000", {"facts": [{**fact(NEW_SALARY, category="identity"), "replaces": "51000"}],
+                                        "summary": ""}))
+    async with remembering.running(tmp_path, model, clock, by_hand=True) as (app, fake):
+        engine = app.backend.engine  # type: ignore[union-attr]
+        assert app.extraction is not None
+        for said in ("my salary at Brightwave is 51000 a year", "I got a raise: my Brightwave salary is 80000 now"):
+            await send(app, clock, said, ALICE, "c-alice", group=False)
+            clock.advance(200)
+            assert [r.ok for r in await app.extraction.tick()] == [True]  # type: ignore[attr-defined]
+        [current] = [m for m in await engine.list_memories(ALICE, limit=10) if m.content == NEW_SALARY]
+        n = len(fake.chat_requests())
+        await send(app, clock, "what is my salary at Brightwave?", ALICE, "c-alice", group=False)
+        sent = chats_since(fake, n)
+        assert "80000" in sent and "51000" in sent  # the oracle: her private chat shows what it replaced
+        await send(app, clock, f"/share m{current.id}", ALICE, "c-alice", group=False)
+        n = len(fake.chat_requests())
+        await send(app, clock, "what is my salary at Brightwave?", ALICE, GROUP, group=True)
+        sent = chats_since(fake, n)
+        assert "80000" in sent and "51000" not in sent, sent
+        n = len(fake.chat_requests())
+        await send(app, clock, "what is Alice's salary at Brightwave?", BOB, GROUP, group=True)
+        assert "Brightwave is" not in chats_since(fake, n)  # shared for her asking, not for Bob
