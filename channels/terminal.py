@@ -13,6 +13,12 @@ One line is one message; the next prompt appears once its reply is
 printed, so piped input (``myclaw chat < questions.txt``) is answered in
 order. ``/exit``, ``/quit`` or end of input close the channel.
 
+Each user is a private chat of their own (the chat id is the sender id
+unless one is given): ``myclaw chat --user alice`` and then ``--user bob``
+on one home shared one chat, whose history Bob's prompt then read. A reply
+for another terminal chat (an outbox row of theirs) is not printed here:
+it is refused as retryable (:class:`DeliveryError`), so the outbox keeps it.
+
 A reply with a file (``/export``) is written to the folder of the user it
 is for in ``exports`` (``myclaw chat`` passes ``$MYCLAW_HOME/exports``),
 readable by its owner only, and its path printed after the reply's text.
@@ -82,7 +88,7 @@ class TerminalChannel(BaseChannel):
         reader: asyncio.StreamReader | None = None,
         output: TextIO | None = None,
         sender_id: str = "local",
-        chat_id: str = "local",
+        chat_id: str | None = None,
         prompt: str | None = None,
         reply_prefix: str = "myclaw> ",
         banner: str | None = None,
@@ -97,7 +103,7 @@ class TerminalChannel(BaseChannel):
         self._reader = reader
         self.output = output or sys.stdout
         self.sender_id = sender_id
-        self.chat_id = chat_id
+        self.chat_id = sender_id if chat_id is None else chat_id  # one user, one private chat
         # Show a prompt only to a person at a terminal, not to a pipe.
         interactive = self.output.isatty() and sys.stdin.isatty()
         self.prompt = prompt if prompt is not None else ("you> " if interactive else "")
@@ -159,6 +165,9 @@ class TerminalChannel(BaseChannel):
             self._done.set()
 
     async def send(self, msg: OutboundMessage) -> None:
+        if msg.chat_id != self.chat_id:
+            # Another terminal user's: kept for their session, never shown to whoever is here.
+            raise DeliveryError("terminal: a reply for another user's chat, kept for their session", retryable=True)
         try:
             saved = await asyncio.to_thread(self._save, msg.attachment, msg.owner) if msg.attachment is not None else None
         except OSError as exc:
@@ -179,7 +188,7 @@ class TerminalChannel(BaseChannel):
         """Print what the reply has grown by since the last draft. A draft
         that is not a continuation (the model started over) is skipped:
         the reply itself comes on a line of its own."""
-        if not self.drafts:
+        if not self.drafts or msg.chat_id != self.chat_id:
             return False
         if self._typing is None or self._typing[0] != msg.send_key:
             if self._typing is not None:

@@ -2,7 +2,8 @@
 
 * :meth:`Compressor.daily`: uncompressed Tier 3 events of earlier days ->
   Tier 2 facts (deduplicated like any extraction), events marked compressed
-  in the same transaction; a day's events go to the model in batches of at
+  in the same transaction (not ``_global``'s: the legacy top-level logs
+  the import made events of stay the operator's record, never facts); a day's events go to the model in batches of at
   most ``daily_batch_tokens``.
 * :meth:`Compressor.weekly`: archive decayed ``temp``/``debug`` facts; merge
   each project/topic partition with >= 10 active facts; refresh Tier 1
@@ -49,7 +50,7 @@ from .lease import Lease, Leases
 from .scope import in_group
 from .llm import Candidate, MemoryLLM, MemoryLLMError, ProfileEntry
 from .tokens import estimate_tokens
-from .types import Category, Memory, NewMemory, Provenance, Source
+from .types import GLOBAL_OWNER, Category, Memory, NewMemory, Provenance, Source
 from .zonehistory import lived_wall
 
 __all__ = ["COMPRESS_LEASE", "Compressor", "DailyReport", "WeeklyReport"]
@@ -207,13 +208,17 @@ class Compressor:
             rows = await self.engine.db.fetchall(
                 # A group's own days (memory/groupnotes.py) too: retold as its
                 # notes, each naming the members its day's lines came from.
+                # Not _global's: its days are the legacy store's top-level logs
+                # (memory/migrate.py), never shown to users, and its facts are
+                # read by every user and every group.
                 "SELECT id, owner, event_date, channel, chat_id, summary, provenance FROM daily_events "
-                "WHERE is_compressed = 0 AND event_date < ? "
+                "WHERE is_compressed = 0 AND event_date < ? AND owner != ? "
                 "ORDER BY owner, event_date, id",
-                (latest,),
+                (latest, GLOBAL_OWNER),
             )
             later = await self.engine.db.fetchone(
-                "SELECT count(*) FROM daily_events WHERE is_compressed = 0 AND event_date >= ?", (latest,))
+                "SELECT count(*) FROM daily_events WHERE is_compressed = 0 AND event_date >= ? AND owner != ?",
+                (latest, GLOBAL_OWNER))
             report.waiting = int(later[0]) if later is not None else 0
             today: dict[str, str] = {}
             # One chat's day at a time: a group's summary is then that group's

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from channels.base import DeliveryError
 from channels.terminal import TerminalChannel, stdin_reader
 from gateway.app import App
 from gateway.bus import words_in_chinese
@@ -27,7 +28,8 @@ async def fake_llm() -> AsyncIterator[FakeOpenAI]:
         yield fake
 
 
-async def _chat_app(tmp_path: Path, clock: ManualClock, fake: FakeOpenAI, lines: bytes) -> tuple[App, TerminalChannel, io.StringIO]:
+async def _chat_app(tmp_path: Path, clock: ManualClock, fake: FakeOpenAI, lines: bytes,
+                    sender_id: str = "ada") -> tuple[App, TerminalChannel, io.StringIO]:
     (tmp_path / "config.json").write_text(json.dumps({"provider": {"baseUrl": fake.url, "maxRetries": 0}}), encoding="utf-8")
     cfg = load_config(tmp_path / "config.json", env={})
     app = App(cfg, Paths(tmp_path), clock=clock, config_channels=False)
@@ -35,7 +37,7 @@ async def _chat_app(tmp_path: Path, clock: ManualClock, fake: FakeOpenAI, lines:
     reader.feed_data(lines)
     reader.feed_eof()
     out = io.StringIO()
-    terminal = TerminalChannel(app.bus, reader=reader, output=out, sender_id="ada", prompt="you> ")
+    terminal = TerminalChannel(app.bus, reader=reader, output=out, sender_id=sender_id, prompt="you> ")
     app.add_channel(terminal)
     return app, terminal, out
 
@@ -229,3 +231,53 @@ async def test_drafts_print_the_reply_as_it_grows_and_the_reply_ends_it() -> Non
     # Piped output (the default away from a terminal) shows no drafts.
     piped = TerminalChannel(MessageBus(), reader=asyncio.StreamReader(), output=io.StringIO())
     assert not await piped.send_draft(draft("x", "k3"))
+
+
+async def _chat_as(tmp_path: Path, clock: ManualClock, fake: FakeOpenAI, user: str, lines: bytes) -> str:
+    """One ``myclaw chat --user USER`` session on the home at ``tmp_path``: what it printed."""
+    app, terminal, out = await _chat_app(tmp_path, clock, fake, lines, sender_id=user)
+    try:
+        await app.open()
+        await app.start()
+        await asyncio.wait_for(terminal.wait_closed(), 10)
+        assert app.loop is not None and await app.loop.drain(10)
+    finally:
+        await app.close()
+    return out.getvalue()
+
+
+async def test_two_users_chatting_at_the_terminal_in_turn_never_see_each_others_conversation(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    """``myclaw chat --user alice`` then ``--user bob`` on one home: each
+    is a private chat of its own. Bob's prompt holds no line of hers (the
+    history of a chat both shared was the window the model read)."""
+    fake_llm.responder = lambda body: Reply(content="re: " + said(body))
+    await _chat_as(tmp_path, clock, fake_llm, "alice", b"my bank PIN is 83715, keep it\n")
+    clock.advance(60)
+    n = len(fake_llm.chat_requests())
+    printed = await _chat_as(tmp_path, clock, fake_llm, "bob", b"what did I just tell you?\n")
+    [asked] = fake_llm.chat_requests()[n:]
+    assert "83715" not in json.dumps(asked["messages"]) and "83715" not in printed
+    # Her own next session reads on where she left off.
+    n = len(fake_llm.chat_requests())
+    await _chat_as(tmp_path, clock, fake_llm, "alice", b"what did I just tell you?\n")
+    assert "83715" in json.dumps(fake_llm.chat_requests()[n]["messages"])
+
+
+
+
+async def test_a_reply_for_another_terminal_users_chat_is_not_printed_but_kept() -> None:
+    """Whatever reaches the terminal for another user's chat (an outbox row
+    of theirs) is refused as retryable, so the outbox keeps it for their
+    session, and nothing of it is printed for whoever is here."""
+    from gateway.bus import MessageBus, OutboundMessage
+
+    out = io.StringIO()
+    terminal = TerminalChannel(MessageBus(), reader=asyncio.StreamReader(), output=out, sender_id="bob", drafts=True)
+    with pytest.raises(DeliveryError) as refused:
+        await terminal.send(OutboundMessage("terminal", "alice", "your locker code is 83715"))
+    assert refused.value.retryable and "83715" not in str(refused.value)
+    assert not await terminal.send_draft(OutboundMessage("terminal", "alice", "your locker", send_key="k", draft=True))
+    await terminal.send(OutboundMessage("terminal", "bob", "hello Bob"))
+    assert out.getvalue() == "myclaw> hello Bob\n"

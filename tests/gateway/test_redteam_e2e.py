@@ -12,11 +12,13 @@ import asyncio
 import io
 import json
 import logging
+import re
 import sqlite3
 from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from gateway.app import App, config_secrets
@@ -60,6 +62,25 @@ class Tooling(Model):
             name, _, args = words.removeprefix("tool:").strip().partition(" ")
             return Reply(content=None, tool_calls=[{"name": name, "arguments": json.loads(args or "{}")}])
         return Reply(content="noted")
+
+
+class Compressing(Tooling):
+    """:class:`Tooling`, and the weekly refresh's Core Memory written from
+    the important facts it is shown, in their own words."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.profiles: list[str] = []
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        asked = text_of(body["messages"][-1]["content"])
+        if body.get("response_format", {}).get("type") == "json_object" and "Current profile:" in asked:
+            self.profiles.append(asked)
+            shown = re.findall(r"^(\d+)\. (.*)$", asked.split("Important facts:", 1)[-1], re.M)
+            return Reply(content=json.dumps({"entries": [
+                {"content": words, "category": "identity", "importance": 1.0, "facts": [int(n)]}
+                for n, words in shown]}, ensure_ascii=False))
+        return super().__call__(body)
 
 
 async def send(app: App, clock: ManualClock, text: str, sender: str, chat: str, *, group: bool) -> str:
@@ -192,13 +213,18 @@ async def test_bob_gets_nothing_of_alices_by_hostile_tool_arguments_or_commands(
 async def test_a_debug_log_of_the_walk_holds_none_of_alices_words_nor_her_key(tmp_path: Path) -> None:
     """The walk at DEBUG with the real logging setup: Alice says her words
     and her key, saves one, schedules one, they are extracted and recalled;
-    Bob probes in the group with them. The log is the operator's: none of
-    her unique words, nor her key, in any line."""
+    Bob probes in the group with them; the night's compression and the
+    week's Core Memory refresh retell them; the operator adds and edits one
+    of hers on the memory page; she erases everything. The log is the
+    operator's: none of her unique words, nor her key, nor the page's
+    token, in any line."""
     stream = io.StringIO()
     clock = ManualClock("2026-03-02T10:00:00Z")
-    model = Tooling()
+    model = Compressing()
+    token = "page-token-" + "r" * 24
     try:
-        async with remembering.running(tmp_path, model, clock, by_hand=True) as (app, fake):
+        async with remembering.running(tmp_path, model, clock, by_hand=True,
+                                       gateway={"port": 0, "admin": {"enabled": True, "token": token}}) as (app, fake):
             configure_logging(level="DEBUG", secrets=config_secrets(app.cfg), stream=stream, json_output=True)
             for text in (f"my {PIN}; and {DIAGNOSIS.replace('Alice was', 'I was')}",
                          f"{CODENAME.replace(chr(39) + 's', ' my')}; my API key is {CREDENTIAL}",
@@ -217,12 +243,42 @@ async def test_a_debug_log_of_the_walk_holds_none_of_alices_words_nor_her_key(tm
                 await send(app, clock, text, BOB, GROUP, group=True)
             await send(app, clock, "/memory Quokkaberg", ALICE, "c-alice", group=False)
             await send(app, clock, "/export", ALICE, "c-alice", group=False)
+            # The night: her day's summary is compressed into facts in her words;
+            # Monday: the weekly refresh writes her Core Memory in them.
+            model.extractions.append(("Quokkaberg and sarcoidosis", {"facts": [
+                fact("Alice keeps the Zurvan vault PIN 83715", category="credential"),
+                fact("Alice has sarcoidosis", category="identity")], "summary": ""}))
+            clock.set("2026-03-03T03:05:00Z")
+            assert app.compressor is not None
+            assert (await app.compressor.daily()).added >= 1  # type: ignore[attr-defined]
+            clock.set("2026-03-09T04:05:00Z")
+            await app.compressor.weekly()
+            assert model.profiles, "the weekly refresh asked for her Core Memory"
+            assert app.http is not None
+            engine = app.backend.engine  # type: ignore[union-attr]
+            async with httpx.AsyncClient(base_url=app.http.url, timeout=10,
+                                         headers={"Authorization": f"Bearer {token}"}) as c:
+                r = await c.post("/memory/api/add", json={"user": ALICE, "content": "Alice's Quokkaberg demo is Friday"})
+                assert r.status_code == 201, r.status_code
+                [demo] = [m for m in await engine.list_memories(ALICE, limit=50) if "demo" in m.content]
+                r = await c.post("/memory/api/edit", json={
+                    "id": demo.id, "user": ALICE, "content": "Alice's Quokkaberg demo moved to the Zurvan lab"})
+                assert r.status_code == 200, r.status_code
+                r = await c.get("/memory/api/search", params={"user": ALICE, "q": "Quokkaberg"})
+                assert r.status_code == 200 and "Zurvan lab" in r.text
+            asked = await send(app, clock, "/forget all", ALICE, "c-alice", group=False)
+            code = re.findall(r"\b\d{4}\b", asked)[-1]
+            await send(app, clock, f"/forget all {code}", ALICE, "c-alice", group=False)
+            assert await engine.list_memories(ALICE, limit=10) == []
     finally:
         logging.getLogger().handlers.clear()
         logging.getLogger().setLevel(logging.WARNING)
     logged = stream.getvalue()
     assert '"level": "debug"' in logged and "tool called" in logged
-    assert leaked(logged) == []
+    for done in ("extracted", "daily compression done", "weekly compression done", "memory api: memory edited",
+                 "user forgotten"):  # each part of the walk logged what it did
+        assert done in logged, done
+    assert leaked(logged) == [] and token not in logged
 
 
 @pytest.mark.parametrize("during", [False, True], ids=["after-its-answer", "during-its-model-call"])
