@@ -1473,7 +1473,9 @@ class TelegramChannel(BaseChannel):
             text=text,
             message_id=str(msg.message_id),
             timestamp=msg.date,
-            is_group=chat.type in _GROUP_TYPES,
+            # Fails closed: any chat that is not a private one is shared (a
+            # type we never asked for, as a channel's, is no one's own chat).
+            is_group=chat.type != ChatType.PRIVATE,
             mentioned=mentioned,
             reply_to_bot=not forwarded and self._replies_to_bot(msg),
             sender_name=sender_name,

@@ -189,6 +189,20 @@ async def test_group_flags_and_mention_stripping(fake: FakeTelegram, bus: Messag
     assert reply.reply_to_bot and not reply.mentioned and reply.text == "thanks!"
 
 
+async def test_a_chat_of_a_type_we_never_expect_is_taken_as_shared_not_private(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    """Only a private chat is one person's (their memories, /memory, /export
+    answer there): a message from any other kind of chat (a channel's, or a
+    type a later Bot API adds) is handled as a group's, failing closed."""
+    await make_channel()
+    fake.push_text(-100777, 7, "my pin is 4411", chat_type="channel")
+    msg = await next_inbound(bus)
+    assert msg.is_group
+    fake.push_text(1001, 1001, "hello there")
+    assert not (await next_inbound(bus)).is_group
+
+
 async def test_a_bare_command_of_the_bots_own_is_addressed_to_it_in_a_group(
     fake: FakeTelegram, bus: MessageBus, make_channel: Any
 ) -> None:
