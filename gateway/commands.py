@@ -69,7 +69,8 @@ from .userdata import Census, UserData
 if TYPE_CHECKING:  # the scheduler is imported where it is used
     from .cron import CronJob
 
-__all__ = ["BARE", "COMMANDS", "IN_GROUPS", "MENU", "MENU_ZH", "Answer", "UserCommands", "is_own_command", "runs_itself"]
+__all__ = ["BARE", "COMMANDS", "IN_GROUPS", "MENU", "MENU_ZH", "Answer", "UserCommands", "is_own_command", "is_start_link",
+           "runs_itself"]
 
 log = structlog.get_logger(component="gateway")
 
@@ -108,9 +109,19 @@ MENU_ZH = {
 }
 
 
+# A Telegram deep link (t.me/bot?start=PAYLOAD) opens the chat with "/start
+# PAYLOAD": the link's token (up to 64 of A-Z a-z 0-9 _ -), not the user's words.
+_START_PAYLOAD = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
 def runs_itself(command: str, args: str) -> bool:
     """Is ``/command args`` one the gateway answers itself, not the model?"""
-    return command in COMMANDS or (command in BARE and not args)
+    return command in COMMANDS or (command in BARE and (not args or is_start_link(command, args)))
+
+
+def is_start_link(command: str, args: str) -> bool:
+    """Is it a deep link's ``/start PAYLOAD``? Answered as a bare /start."""
+    return command == "start" and _START_PAYLOAD.fullmatch(args) is not None
 
 
 # A whole message that is one slash command, without @bot.

@@ -59,7 +59,7 @@ from .bus import (
     MessageBus, OutboundMessage, app_in_chinese, audio_not_read, not_heard, notes_in_chinese, words_in_chinese,
 )
 from .chattitles import ChatTitles
-from .commands import BARE, COMMANDS, UserCommands, runs_itself
+from .commands import BARE, COMMANDS, UserCommands, is_start_link, runs_itself
 from .drafts import Drafts
 from .erasures import Erasures
 from .logging import error_fields
@@ -964,7 +964,7 @@ class ProcessLoop:
                                                 asking=(msg.channel, msg.chat_id, msg.message_id))
             await self._reply(msg, answer.text, user, answer.attachment, answer=True, ahead=not answer.erased)
             return answer.text
-        if command in BARE and not args:
+        if command in BARE and (not args or is_start_link(command, args)):
             self.stats.commands += 1
             self._ran_commands.keep(key, msg.message_id, msg.sender_id, msg.text, command)
             # "/help" has no words to tell the language by: the sender's
