@@ -294,35 +294,47 @@ class UserCommands:
         word, _, rest = args.partition(" ")
         if word.lower() in ("remove", "cancel", "delete", "rm", "取消", "删除"):
             job_id = rest.strip()
-            job = await cron.get(job_id) if cron is not None and job_id else None
+            if not job_id:  # how, with theirs to pick from: not "no message <id>"
+                usage = ("用法：/jobs remove 编号 取消一个定时消息" if zh
+                         else "Usage: /jobs remove <id> cancels one of your scheduled messages")
+                if lines := await self._job_lines(user, zh=zh):
+                    return "\n".join([usage + ("：" if zh else ":"), *lines])
+                return usage + ("。你还没有定时消息。" if zh else ". You have none.")
+            job = await cron.get(job_id) if cron is not None else None
             if cron is None or job is None or job.user != user or job.internal:
-                return (f"你没有编号为 {job_id or '…'} 的定时消息：/jobs 列出你的定时消息。" if zh
-                        else f"You have no scheduled message {job_id or '<id>'}: /jobs lists yours.")
+                return (f"你没有编号为 {job_id} 的定时消息：/jobs 列出你的定时消息。" if zh
+                        else f"You have no scheduled message {job_id}: /jobs lists yours.")
             try:
                 await cron.remove(job_id, user=user)
             except CronError:  # gone meanwhile (it ran once, or another remove)
                 return f"定时消息 {job_id} 已经没有了。" if zh else f"{job_id} is gone already."
             what = truncate(job.message, 60)
             return f"已取消 {job_id}（{what}）：它不会再运行。" if zh else f"Cancelled {job_id} ({what}): it will not run."
-        jobs = [j for j in await cron.list(user) if not j.internal] if cron is not None else []
-        if args or not jobs:
+        lines = await self._job_lines(user, zh=zh)
+        if args or not lines:
             none = ("你还没有定时消息。直接跟我说就行：“每个工作日 9 点帮我总结计划”“明天 9 点提醒我打电话”。" if zh
                     else "You have no scheduled messages. Ask me for one: “every weekday at 9, summarise my plans”, "
                     "“remind me tomorrow at 9 to call mom”.")
             usage = "用法：/jobs 列出你的定时消息，/jobs remove 编号 取消一个。" if zh else \
                 "Usage: /jobs lists your scheduled messages, /jobs remove <id> cancels one."
             return usage if args else none
+        head, tail = (("你的定时消息：", "/jobs remove 编号 取消一个。") if zh
+                      else ("Your scheduled messages:", "/jobs remove <id> cancels one."))
+        return "\n".join([head, *lines, "", tail])
+
+    async def _job_lines(self, user: str, *, zh: bool) -> list[str]:
+        """One line a scheduled message of theirs: id, when (on their clock), words."""
+        cron = self.everything.cron
+        jobs = [j for j in await cron.list(user) if not j.internal] if cron is not None else []
         lines = []
-        tz = await self._zone(user)
+        tz = await self._zone(user) if jobs else self.default_tz
         for j in jobs:
             if j.once:
                 when = f"一次，{_once_shown(j, tz, zh=zh)}" if zh else f"once, {_once_shown(j, tz, zh=zh)}"
             else:
                 when = f"{j.schedule} ({j.timezone or zone_name(self.default_tz)})"
             lines.append(f"- [{j.id}] {when}: {truncate(j.message, _SHOWN_CHARS)}")
-        head, tail = (("你的定时消息：", "/jobs remove 编号 取消一个。") if zh
-                      else ("Your scheduled messages:", "/jobs remove <id> cancels one."))
-        return "\n".join([head, *lines, "", tail])
+        return lines
 
     async def _export(self, user: str, *, zh: bool | None, app_zh: bool = False,
                       asking: MessageKey | None = None) -> Answer:
