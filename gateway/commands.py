@@ -136,6 +136,16 @@ def is_own_command(text: str) -> bool:
     return bare is not None and runs_itself(bare.group(1).lower(), (bare.group(2) or "").strip())
 
 
+# Why a command is refused in a group: what it does only in a private chat.
+_ONLY_THERE = {
+    "memory": ("I show and erase your memories only there.", "记忆只在那里查看或删除。"),
+    "timezone": ("I set your time zone only there.", "时区只在那里设置。"),
+    "tz": ("I set your time zone only there.", "时区只在那里设置。"),
+    "incognito": ("I turn incognito on or off only there.", "无痕模式只在那里开启或关闭。"),
+    "无痕": ("I turn incognito on or off only there.", "无痕模式只在那里开启或关闭。"),
+    "project": ("I rename your projects only there.", "项目只在那里改名。"),
+    "jobs": ("I list and cancel your scheduled messages only there.", "定时消息只在那里查看或取消。"),
+}
 _FORGET_MAX = 20  # as the memory_forget tool
 _LIST = 10  # newest facts shown by /memory
 # Profile entries /memory shows, most important first: a profile at its cap
@@ -266,8 +276,9 @@ class UserCommands:
             return Answer(await self._share(user, args, on=name == "share", chat=None if private else chat, zh=zh))
         if not private:
             zh = name in ("导出", "无痕") or (app_zh if chat_zh is None else chat_zh)
-            return Answer("这个命令只能在和我的私聊中使用：记忆只在那里查看或删除。" if zh
-                          else "This command works only in a private chat with me: I show and erase your memories only there.")
+            why = _ONLY_THERE.get(name, _ONLY_THERE["memory"])
+            return Answer("这个命令只能在和我的私聊中使用：" + why[1] if zh
+                          else "This command works only in a private chat with me: " + why[0])
         said = app_zh if chat_zh is None else chat_zh  # for answers whose words tell nothing
         if name == "memory":
             return Answer(await (self._search(user, args, said) if args.strip() else self._overview(user, chat_zh, app_zh)))

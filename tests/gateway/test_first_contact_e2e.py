@@ -30,3 +30,29 @@ async def test_a_deep_links_start_is_answered_with_the_welcome_not_by_the_model(
     assert welcome.startswith("myclaw 会在一次次对话中记住") and "/帮助" in welcome, welcome
     assert english.startswith("myclaw remembers"), english
     assert words == "Sure, what with?"
+
+
+async def test_a_private_command_sent_in_a_group_says_what_it_does_there_not_memories(
+        tmp_path: Path, clock: ManualClock) -> None:
+    """/timezone, /incognito, /project and /jobs in a group were refused
+    with "I show and erase your memories only there", which is not what
+    they do: each says its own; /memory, /forget and /export keep theirs."""
+    group = -1001000000001
+    async with _running(tmp_path, clock) as (llm, tg, app):
+        tg.user_languages[42] = "en"
+        tg.user_languages[43] = "zh-hans"
+        sent = [(42, "/timezone Berlin"), (42, "/incognito"), (42, "/project atlas orion"), (42, "/jobs"),
+                (42, "/memory"), (43, "/timezone 上海"), (43, "/forget all")]
+        for i, (user, text) in enumerate(sent, 1):
+            tg.push_text(group, user, text, chat_type="supergroup")
+            await _replies(tg, app, i)
+        texts = [m.text for m in tg.sent]
+        assert llm.chat_requests() == []
+    private = "This command works only in a private chat with me: "
+    assert texts[:5] == [private + "I set your time zone only there.",
+                         private + "I turn incognito on or off only there.",
+                         private + "I rename your projects only there.",
+                         private + "I list and cancel your scheduled messages only there.",
+                         private + "I show and erase your memories only there."]
+    assert texts[5:] == ["这个命令只能在和我的私聊中使用：时区只在那里设置。",
+                         "这个命令只能在和我的私聊中使用：记忆只在那里查看或删除。"]
