@@ -56,3 +56,19 @@ async def test_a_private_command_sent_in_a_group_says_what_it_does_there_not_mem
                          private + "I show and erase your memories only there."]
     assert texts[5:] == ["这个命令只能在和我的私聊中使用：时区只在那里设置。",
                          "这个命令只能在和我的私聊中使用：记忆只在那里查看或删除。"]
+
+
+async def test_the_project_listings_last_line_is_not_shown_inside_its_last_entry(tmp_path: Path, clock: ManualClock) -> None:
+    """/project listed the renames with "/project remove <old> undoes one."
+    on the line right after the last one, which Markdown takes for that
+    entry's continuation: Telegram showed it indented under "• atlas → orion"."""
+    async with _running(tmp_path, clock) as (_llm, tg, app):
+        tg.user_languages[42] = "en"
+        tg.user_languages[43] = "zh-hans"
+        for i, (user, text) in enumerate([(42, "/project atlas orion"), (42, "/project"),
+                                          (43, "/project 星图 猎户座"), (43, "/project")], 1):
+            tg.push_text(user, user, text)
+            await _replies(tg, app, i)
+        texts = [m.text for m in tg.sent]
+    assert texts[1] == "Renamed projects (old name → new name):\n• atlas → orion\n\n/project remove <old> undoes one."
+    assert texts[3] == "改过名的项目（旧名 → 新名）：\n• 星图 → 猎户座\n\n/project remove 旧名 可以取消。"
