@@ -303,6 +303,7 @@ class UserCommands:
 
         cron = self.everything.cron
         word, _, rest = args.partition(" ")
+        zh = zh or word in ("取消", "删除")  # a command word of theirs, as /project 删除 is
         if word.lower() in ("remove", "cancel", "delete", "rm", "取消", "删除"):
             job_id = rest.strip()
             if not job_id:  # how, with theirs to pick from: not "no message <id>"
@@ -592,6 +593,8 @@ class UserCommands:
         # A zone's name (东八区, "Berlin") is a place, not the user's words: the
         # chat's language decides; only with none yet does a Chinese name.
         zh = chat_zh if chat_zh is not None else _chinese([args]) or app_zh
+        if args in _RESET and _chinese([args]):  # 重置 is a word of theirs, not a place
+            zh = True
         if self.timezones is None:
             return "这里不能设置时区。" if zh else "Time zones cannot be set here."
         gateway = zone_name(self.default_tz)

@@ -72,3 +72,25 @@ async def test_the_project_listings_last_line_is_not_shown_inside_its_last_entry
         texts = [m.text for m in tg.sent]
     assert texts[1] == "Renamed projects (old name → new name):\n• atlas → orion\n\n/project remove <old> undoes one."
     assert texts[3] == "改过名的项目（旧名 → 新名）：\n• 星图 → 猎户座\n\n/project remove 旧名 可以取消。"
+
+
+async def test_a_chinese_command_word_gets_chinese_from_someone_who_writes_english(
+        tmp_path: Path, clock: ManualClock) -> None:
+    """A command word is the user's own, as /project 删除 and /incognito 关
+    were already answered: /timezone 重置 and /jobs 取消 from someone whose
+    chat is English came back in English. A zone's name stays a place."""
+    async with _running(tmp_path, clock) as (llm, tg, app):
+        tg.user_languages[42] = "en"
+        llm.queue_reply("Hi!")
+        tg.push_text(42, 42, "hello, I keep forgetting my reminders")
+        await _replies(tg, app, 1)
+        for i, command in enumerate(["/timezone 重置", "/jobs 取消", "/jobs 删除 job-1", "/timezone 东八区",
+                                     "/timezone reset"], 2):
+            tg.push_text(42, 42, command)
+            await _replies(tg, app, i)
+        texts = [m.text for m in tg.sent]
+    assert texts[1] == "你本来就在使用网关的时区 UTC。", texts[1]
+    assert texts[2] == "用法：/jobs remove 编号 取消一个定时消息。你还没有定时消息。", texts[2]
+    assert texts[3] == "你没有编号为 job-1 的定时消息：/jobs 列出你的定时消息。", texts[3]
+    assert texts[4].startswith("Your time zone is now UTC+08:00"), texts[4]
+    assert texts[5] == "Back to the gateway's time zone, UTC.", texts[5]
