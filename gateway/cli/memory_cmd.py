@@ -593,7 +593,7 @@ def forget(user: str | None, group: str | None, yes: bool) -> None:
         return
     owner = resolve_user(user, cfg)
     if not owner:
-        raise click.UsageError("--user is required")
+        raise click.UsageError("give --user (a person) or --group CHANNEL:CHAT_ID (a group's own memory)")
     if (chat := chat_of(owner)) is not None:
         # A group's own memory is nobody's: no person's history, jobs or settings go with it.
         raise click.UsageError(f"{owner} is a group's own memory, not a user: "

@@ -1430,3 +1430,12 @@ def test_stats_keeps_groups_apart_by_title_and_forget_group_erases_one_groups_me
     assert left == {"telegram:11", "group:telegram:-100901"}
     r = cli("forget", "--group", "telegram:-100900", "--yes")
     assert r.exit_code != 0 and "nothing is stored for the group" in r.output, r.output
+
+
+def test_forget_without_whom_names_both_ways_to_say_it(home: Path) -> None:
+    """`memory forget --yes` alone said "--user is required", though
+    --group (a group's own memory) is the other thing it erases."""
+    ok("add", "Alice likes tea", "--user", "alice")
+    r = cli("forget", "--yes")
+    assert r.exit_code == 2 and "give --user (a person) or --group CHANNEL:CHAT_ID (a group's own memory)" in r.output, r.output
+    assert "Alice likes tea" in ok("list").stdout  # nothing erased
