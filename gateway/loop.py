@@ -988,7 +988,10 @@ class ProcessLoop:
             self.stats.commands += 1
             chat_zh = await self._chat_is_chinese(msg)
             zh = app_in_chinese(msg) if chat_zh is None else chat_zh
-            text = (_MISTYPED_ZH if zh else _MISTYPED).format(typed=f"/{command}", meant=" ".join((f"/{meant}", args)).strip())
+            # "/forgetall", "/forget_all": the help's "/forget all" without its space.
+            joined = "all" if meant == "forget" and (command or "").replace("_", "") == "forgetall" else ""
+            text = (_MISTYPED_ZH if zh else _MISTYPED).format(
+                typed=f"/{command}", meant=" ".join(w for w in (f"/{meant}", joined, args) if w))
             await self._reply(msg, text, user, answer=True)
             return text
 

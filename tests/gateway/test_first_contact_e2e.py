@@ -94,3 +94,19 @@ async def test_a_chinese_command_word_gets_chinese_from_someone_who_writes_engli
     assert texts[3] == "你没有编号为 job-1 的定时消息：/jobs 列出你的定时消息。", texts[3]
     assert texts[4].startswith("Your time zone is now UTC+08:00"), texts[4]
     assert texts[5] == "Back to the gateway's time zone, UTC.", texts[5]
+
+
+async def test_forget_all_written_as_one_word_is_pointed_to_forget_all(tmp_path: Path, clock: ManualClock) -> None:
+    """Telegram's commands have no spaces, so a newcomer tries /forgetall or
+    /forget_all for the help's "/forget all": they were pointed to /forget
+    alone, whose answer is the usage of erasing by id."""
+    async with _running(tmp_path, clock) as (llm, tg, app):
+        tg.user_languages[42] = "en"
+        for i, typed in enumerate(["/forgetall", "/forget_all", "/exprot"], 1):
+            tg.push_text(42, 42, typed)
+            await _replies(tg, app, i)
+        texts = [m.text for m in tg.sent]
+        assert llm.chat_requests() == []
+    assert texts == ["/forgetall is not a command I know. Did you mean /forget all? /help lists them all.",
+                     "/forget_all is not a command I know. Did you mean /forget all? /help lists them all.",
+                     "/exprot is not a command I know. Did you mean /export? /help lists them all."]
