@@ -1439,3 +1439,17 @@ def test_forget_without_whom_names_both_ways_to_say_it(home: Path) -> None:
     r = cli("forget", "--yes")
     assert r.exit_code == 2 and "give --user (a person) or --group CHANNEL:CHAT_ID (a group's own memory)" in r.output, r.output
     assert "Alice likes tea" in ok("list").stdout  # nothing erased
+
+
+def test_a_log_filter_that_finds_nothing_names_what_the_log_holds(home: Path) -> None:
+    """`memory log --job extract` (the job is "extraction") said only "no
+    log entries", as if nothing had run: it names the jobs and actions
+    the log does hold, so a misspelt one is seen."""
+    ok("add", "Alice drinks green tea", "--user", "alice")
+    ok("delete", "1", "--yes")
+    assert ok("log", "--job", "extract").stdout.strip() == (
+        "no log entries for --job extract (the log holds the jobs: cli)")
+    assert ok("log", "--action", "erase", "--action", "purge").stdout.strip() == (
+        "no log entries for --action erase, purge (the log holds the actions: add, archive)")
+    assert ok("log", "--job", "cli", "--action", "archive", "--user", "bob").stdout.strip() == "no log entries"
+    assert json.loads(ok("log", "--job", "extract", "--json").stdout) == []
