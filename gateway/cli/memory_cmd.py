@@ -106,6 +106,7 @@ def stats(user: str | None, as_json: bool) -> None:
 async def _stats(path: Path, owner: str | None, as_json: bool) -> None:
     async with open_engine(path) as engine:
         s = await engine.stats(owner)
+        known = await engine.owners() if owner else []
         per_user: list[dict[str, Any]] = []
         per_group: list[dict[str, Any]] = []
         for u in [owner] if owner else await engine.owners():
@@ -143,6 +144,10 @@ async def _stats(path: Path, owner: str | None, as_json: bool) -> None:
         ("vectors", counts(s.vectors) + f" of {s.by_status.get('active', 0)} active" if s.vectors else "-"),
     ]:
         click.echo(f"{label:<11} {value}")
+    if owner and owner not in known:  # a typo, most likely: as `list` says it
+        near = near_handles(owner, known)
+        click.echo(f"nothing is stored for {owner}" + (f" (did you mean {' or '.join(near)}?)" if near else "")
+                   + "; without --user, stats lists every user", err=True)
     if per_user:
         click.echo()
         click.echo(

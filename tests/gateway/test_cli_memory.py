@@ -1453,3 +1453,14 @@ def test_a_log_filter_that_finds_nothing_names_what_the_log_holds(home: Path) ->
         "no log entries for --action erase, purge (the log holds the actions: add, archive)")
     assert ok("log", "--job", "cli", "--action", "archive", "--user", "bob").stdout.strip() == "no log entries"
     assert json.loads(ok("log", "--job", "extract", "--json").stdout) == []
+
+
+def test_stats_of_a_user_nothing_is_stored_about_says_so_as_list_does(home: Path) -> None:
+    """`memory stats -u telegram:9999` (a typo for telegram:999) printed a
+    table of zeros, as for a user who has nothing yet; `list` already said
+    nothing is stored for them and which handle was meant."""
+    ok("add", "Alice drinks green tea", "--user", "telegram:999")
+    r = ok("stats", "--user", "telegram:9999")
+    assert "nothing is stored for telegram:9999 (did you mean telegram:999?)" in r.stderr, r.stderr
+    assert "nothing is stored" not in ok("stats", "--user", "telegram:999").stderr
+    assert json.loads(ok("stats", "--user", "telegram:9999", "--json").stdout)["total"] == 0
