@@ -271,15 +271,15 @@ def _owners(path: Path, role: str) -> set[str]:
 def returning_users(cfg: Config, paths: Paths, src: Path, manifest: Manifest) -> list[str]:
     """Users the backup in ``src`` holds and the current data does not:
     erased (``myclaw memory forget``, /forget all) or merged since it was
-    made. Restoring it brings them back, so the operator is told."""
+    made. Restoring it brings them back, so the operator is told. A file
+    the home has not (a new machine's) erased nobody: not compared."""
     targets = paths.data_files(cfg)
     then: set[str] = set()
     now: set[str] = set()
     for f in manifest.files:
-        if f.role in _OWNERS:
+        if f.role in _OWNERS and f.role in targets and targets[f.role].exists():
             then |= _owners(src / f.name, f.role)
-            if f.role in targets:
-                now |= _owners(targets[f.role], f.role)
+            now |= _owners(targets[f.role], f.role)
     return sorted(then - now - {"_global"})
 
 

@@ -69,7 +69,8 @@ from .userdata import Census, UserData
 if TYPE_CHECKING:  # the scheduler is imported where it is used
     from .cron import CronJob
 
-__all__ = ["BARE", "COMMANDS", "IN_GROUPS", "MENU", "MENU_ZH", "Answer", "UserCommands", "is_own_command", "runs_itself"]
+__all__ = ["BARE", "COMMANDS", "IN_GROUPS", "MENU", "MENU_ZH", "Answer", "UserCommands", "is_own_command", "is_start_link",
+           "runs_itself"]
 
 log = structlog.get_logger(component="gateway")
 
@@ -108,9 +109,19 @@ MENU_ZH = {
 }
 
 
+# A Telegram deep link (t.me/bot?start=PAYLOAD) opens the chat with "/start
+# PAYLOAD": the link's token (up to 64 of A-Z a-z 0-9 _ -), not the user's words.
+_START_PAYLOAD = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
 def runs_itself(command: str, args: str) -> bool:
     """Is ``/command args`` one the gateway answers itself, not the model?"""
-    return command in COMMANDS or (command in BARE and not args)
+    return command in COMMANDS or (command in BARE and (not args or is_start_link(command, args)))
+
+
+def is_start_link(command: str, args: str) -> bool:
+    """Is it a deep link's ``/start PAYLOAD``? Answered as a bare /start."""
+    return command == "start" and _START_PAYLOAD.fullmatch(args) is not None
 
 
 # A whole message that is one slash command, without @bot.
@@ -125,6 +136,16 @@ def is_own_command(text: str) -> bool:
     return bare is not None and runs_itself(bare.group(1).lower(), (bare.group(2) or "").strip())
 
 
+# Why a command is refused in a group: what it does only in a private chat.
+_ONLY_THERE = {
+    "memory": ("I show and erase your memories only there.", "记忆只在那里查看或删除。"),
+    "timezone": ("I set your time zone only there.", "时区只在那里设置。"),
+    "tz": ("I set your time zone only there.", "时区只在那里设置。"),
+    "incognito": ("I turn incognito on or off only there.", "无痕模式只在那里开启或关闭。"),
+    "无痕": ("I turn incognito on or off only there.", "无痕模式只在那里开启或关闭。"),
+    "project": ("I rename your projects only there.", "项目只在那里改名。"),
+    "jobs": ("I list and cancel your scheduled messages only there.", "定时消息只在那里查看或取消。"),
+}
 _FORGET_MAX = 20  # as the memory_forget tool
 _LIST = 10  # newest facts shown by /memory
 # Profile entries /memory shows, most important first: a profile at its cap
@@ -255,8 +276,9 @@ class UserCommands:
             return Answer(await self._share(user, args, on=name == "share", chat=None if private else chat, zh=zh))
         if not private:
             zh = name in ("导出", "无痕") or (app_zh if chat_zh is None else chat_zh)
-            return Answer("这个命令只能在和我的私聊中使用：记忆只在那里查看或删除。" if zh
-                          else "This command works only in a private chat with me: I show and erase your memories only there.")
+            why = _ONLY_THERE.get(name, _ONLY_THERE["memory"])
+            return Answer("这个命令只能在和我的私聊中使用：" + why[1] if zh
+                          else "This command works only in a private chat with me: " + why[0])
         said = app_zh if chat_zh is None else chat_zh  # for answers whose words tell nothing
         if name == "memory":
             return Answer(await (self._search(user, args, said) if args.strip() else self._overview(user, chat_zh, app_zh)))
@@ -281,37 +303,50 @@ class UserCommands:
 
         cron = self.everything.cron
         word, _, rest = args.partition(" ")
+        zh = zh or word in ("取消", "删除")  # a command word of theirs, as /project 删除 is
         if word.lower() in ("remove", "cancel", "delete", "rm", "取消", "删除"):
             job_id = rest.strip()
-            job = await cron.get(job_id) if cron is not None and job_id else None
+            if not job_id:  # how, with theirs to pick from: not "no message <id>"
+                usage = ("用法：/jobs remove 编号 取消一个定时消息" if zh
+                         else "Usage: /jobs remove <id> cancels one of your scheduled messages")
+                if lines := await self._job_lines(user, zh=zh):
+                    return "\n".join([usage + ("：" if zh else ":"), *lines])
+                return usage + ("。你还没有定时消息。" if zh else ". You have none.")
+            job = await cron.get(job_id) if cron is not None else None
             if cron is None or job is None or job.user != user or job.internal:
-                return (f"你没有编号为 {job_id or '…'} 的定时消息：/jobs 列出你的定时消息。" if zh
-                        else f"You have no scheduled message {job_id or '<id>'}: /jobs lists yours.")
+                return (f"你没有编号为 {job_id} 的定时消息：/jobs 列出你的定时消息。" if zh
+                        else f"You have no scheduled message {job_id}: /jobs lists yours.")
             try:
                 await cron.remove(job_id, user=user)
             except CronError:  # gone meanwhile (it ran once, or another remove)
                 return f"定时消息 {job_id} 已经没有了。" if zh else f"{job_id} is gone already."
             what = truncate(job.message, 60)
             return f"已取消 {job_id}（{what}）：它不会再运行。" if zh else f"Cancelled {job_id} ({what}): it will not run."
-        jobs = [j for j in await cron.list(user) if not j.internal] if cron is not None else []
-        if args or not jobs:
+        lines = await self._job_lines(user, zh=zh)
+        if args or not lines:
             none = ("你还没有定时消息。直接跟我说就行：“每个工作日 9 点帮我总结计划”“明天 9 点提醒我打电话”。" if zh
                     else "You have no scheduled messages. Ask me for one: “every weekday at 9, summarise my plans”, "
                     "“remind me tomorrow at 9 to call mom”.")
             usage = "用法：/jobs 列出你的定时消息，/jobs remove 编号 取消一个。" if zh else \
                 "Usage: /jobs lists your scheduled messages, /jobs remove <id> cancels one."
             return usage if args else none
+        head, tail = (("你的定时消息：", "/jobs remove 编号 取消一个。") if zh
+                      else ("Your scheduled messages:", "/jobs remove <id> cancels one."))
+        return "\n".join([head, *lines, "", tail])
+
+    async def _job_lines(self, user: str, *, zh: bool) -> list[str]:
+        """One line a scheduled message of theirs: id, when (on their clock), words."""
+        cron = self.everything.cron
+        jobs = [j for j in await cron.list(user) if not j.internal] if cron is not None else []
         lines = []
-        tz = await self._zone(user)
+        tz = await self._zone(user) if jobs else self.default_tz
         for j in jobs:
             if j.once:
                 when = f"一次，{_once_shown(j, tz, zh=zh)}" if zh else f"once, {_once_shown(j, tz, zh=zh)}"
             else:
                 when = f"{j.schedule} ({j.timezone or zone_name(self.default_tz)})"
             lines.append(f"- [{j.id}] {when}: {truncate(j.message, _SHOWN_CHARS)}")
-        head, tail = (("你的定时消息：", "/jobs remove 编号 取消一个。") if zh
-                      else ("Your scheduled messages:", "/jobs remove <id> cancels one."))
-        return "\n".join([head, *lines, "", tail])
+        return lines
 
     async def _export(self, user: str, *, zh: bool | None, app_zh: bool = False,
                       asking: MessageKey | None = None) -> Answer:
@@ -558,6 +593,8 @@ class UserCommands:
         # A zone's name (东八区, "Berlin") is a place, not the user's words: the
         # chat's language decides; only with none yet does a Chinese name.
         zh = chat_zh if chat_zh is not None else _chinese([args]) or app_zh
+        if args in _RESET and _chinese([args]):  # 重置 is a word of theirs, not a place
+            zh = True
         if self.timezones is None:
             return "这里不能设置时区。" if zh else "Time zones cannot be set here."
         gateway = zone_name(self.default_tz)

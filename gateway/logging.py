@@ -174,9 +174,10 @@ def configure_logging(
     root.addHandler(handler)
     root.setLevel(level.upper())
     # Chatty libraries: keep their warnings, drop per-request info lines
-    # (aiosqlite's debug lines hold every statement's parameters: users' words).
+    # (aiosqlite's debug lines hold every statement's parameters: users' words;
+    # markdown-it's, some twenty parser steps a reply rendered for Telegram).
     for name in ("httpx", "httpcore", "telegram", "telegram.ext", "Lark", "aiohttp.access", "jieba", "websockets",
-                 "aiosqlite"):
+                 "aiosqlite", "markdown_it"):
         logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
     return _redactor
 

@@ -59,7 +59,7 @@ from .bus import (
     MessageBus, OutboundMessage, app_in_chinese, audio_not_read, not_heard, notes_in_chinese, words_in_chinese,
 )
 from .chattitles import ChatTitles
-from .commands import BARE, COMMANDS, UserCommands, runs_itself
+from .commands import BARE, COMMANDS, UserCommands, is_start_link, runs_itself
 from .drafts import Drafts
 from .erasures import Erasures
 from .logging import error_fields
@@ -964,7 +964,7 @@ class ProcessLoop:
                                                 asking=(msg.channel, msg.chat_id, msg.message_id))
             await self._reply(msg, answer.text, user, answer.attachment, answer=True, ahead=not answer.erased)
             return answer.text
-        if command in BARE and not args:
+        if command in BARE and (not args or is_start_link(command, args)):
             self.stats.commands += 1
             self._ran_commands.keep(key, msg.message_id, msg.sender_id, msg.text, command)
             # "/help" has no words to tell the language by: the sender's
@@ -988,7 +988,10 @@ class ProcessLoop:
             self.stats.commands += 1
             chat_zh = await self._chat_is_chinese(msg)
             zh = app_in_chinese(msg) if chat_zh is None else chat_zh
-            text = (_MISTYPED_ZH if zh else _MISTYPED).format(typed=f"/{command}", meant=" ".join((f"/{meant}", args)).strip())
+            # "/forgetall", "/forget_all": the help's "/forget all" without its space.
+            joined = "all" if meant == "forget" and (command or "").replace("_", "") == "forgetall" else ""
+            text = (_MISTYPED_ZH if zh else _MISTYPED).format(
+                typed=f"/{command}", meant=" ".join(w for w in (f"/{meant}", joined, args) if w))
             await self._reply(msg, text, user, answer=True)
             return text
 

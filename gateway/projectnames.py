@@ -40,7 +40,8 @@ async def project_command(engine: MemoryEngine | None, user: str, args: str, *, 
             return ("还没有改过名的项目。" if zh else "No renamed projects yet. ") + _usage(zh)
         listed = "\n".join(f"- {a} → {p}" for a, p in mine)
         head = "改过名的项目（旧名 → 新名）：" if zh else "Renamed projects (old name → new name):"
-        return f"{head}\n{listed}\n" + ("/project remove 旧名 可以取消。" if zh else "/project remove <old> undoes one.")
+        # A blank line: Markdown would take the next line for the last entry's continuation.
+        return f"{head}\n{listed}\n\n" + ("/project remove 旧名 可以取消。" if zh else "/project remove <old> undoes one.")
     if words[0].lower() in _REMOVE and len(words) == 2:
         async with engine.db.transaction() as conn:
             gone = await engine.remove_project_alias(user, words[1], conn=conn)

@@ -73,7 +73,11 @@ def restore_cmd(src: Path, check: bool, yes: bool) -> None:
             aside = restore(cfg, paths, src)
         except BackupError as exc:
             raise click.ClickException(str(exc)) from None
-    click.echo(f"restored from {src}; the files it replaced are in {aside}")
+    if any(aside.iterdir()):
+        click.echo(f"restored from {src}; the files it replaced are in {aside}")
+    else:  # a new home: nothing was there to move aside
+        aside.rmdir()
+        click.echo(f"restored from {src} (there was no data here to replace)")
     if back:
         # An erasure request answered since the backup is undone by it: said, with the fix.
         again = " / ".join(f"myclaw memory forget --user {u}" for u in back[:3]) + (" ..." if len(back) > 3 else "")

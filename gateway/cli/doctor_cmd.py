@@ -71,6 +71,11 @@ __all__ = ["Check", "Report", "doctor", "inspect_database", "run_doctor"]
 Status = Literal["ok", "warning", "error", "skipped"]
 
 
+# A config error's line: a dotted field (its source after it, "(from MYCLAW_...)"), then ": ".
+_FIELD = re.compile(r"(?m)^(\s*[A-Za-z_]\w*(?:\.\w+|\[\d+\])+(?: \([^)\n]*\))?):(?= )")
+_HELD = "\x00"
+
+
 @dataclass
 class Check:
     name: str
@@ -98,8 +103,12 @@ class Report:
 
     def redact(self, text: str) -> str:
         # The logs' redaction: the configured values, and anything shaped
-        # like a key or token (an endpoint's error body may echo one).
-        return Redactor(self.secrets).scrub(text)
+        # like a key or token (an endpoint's error body may echo one). A
+        # config error's field ("gateway.admin.token: must be ...") is a
+        # setting's name, not a token written down: its colon is kept from
+        # the "token: <value>" rule, which took the message's first word.
+        held = _FIELD.sub(lambda m: m.group(1) + _HELD, text)
+        return Redactor(self.secrets).scrub(held).replace(_HELD, ":")
 
     def to_json(self) -> dict[str, Any]:
         checks = [{k: (self.redact(v) if isinstance(v, str) else v) for k, v in asdict(c).items()} for c in self.checks]

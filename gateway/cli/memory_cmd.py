@@ -106,6 +106,7 @@ def stats(user: str | None, as_json: bool) -> None:
 async def _stats(path: Path, owner: str | None, as_json: bool) -> None:
     async with open_engine(path) as engine:
         s = await engine.stats(owner)
+        known = await engine.owners() if owner else []
         per_user: list[dict[str, Any]] = []
         per_group: list[dict[str, Any]] = []
         for u in [owner] if owner else await engine.owners():
@@ -143,6 +144,10 @@ async def _stats(path: Path, owner: str | None, as_json: bool) -> None:
         ("vectors", counts(s.vectors) + f" of {s.by_status.get('active', 0)} active" if s.vectors else "-"),
     ]:
         click.echo(f"{label:<11} {value}")
+    if owner and owner not in known:  # a typo, most likely: as `list` says it
+        near = near_handles(owner, known)
+        click.echo(f"nothing is stored for {owner}" + (f" (did you mean {' or '.join(near)}?)" if near else "")
+                   + "; without --user, stats lists every user", err=True)
     if per_user:
         click.echo()
         click.echo(
@@ -593,7 +598,7 @@ def forget(user: str | None, group: str | None, yes: bool) -> None:
         return
     owner = resolve_user(user, cfg)
     if not owner:
-        raise click.UsageError("--user is required")
+        raise click.UsageError("give --user (a person) or --group CHANNEL:CHAT_ID (a group's own memory)")
     if (chat := chat_of(owner)) is not None:
         # A group's own memory is nobody's: no person's history, jobs or settings go with it.
         raise click.UsageError(f"{owner} is a group's own memory, not a user: "

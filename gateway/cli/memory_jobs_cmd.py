@@ -15,6 +15,7 @@ import click
 from gateway.config import Config
 from memory import MemoryEngine
 from memory.changelog import read_log
+from memory.db import Database
 from memory.compression import Compressor
 from memory.extraction import ExtractionService, retry_set_aside
 from memory.lease import JobTimeout, LeaseBusy, LeaseLost
@@ -179,10 +180,18 @@ def log_cmd(job: str | None, user: str | None, actions: tuple[str, ...], limit: 
     async def go() -> None:
         async with open_engine(resolve_db(cfg)) as engine:
             entries = await read_log(engine.db, job=job, owner=owner, actions=actions, limit=limit)
+            held = await _held(engine.db) if not entries and (job or actions) and not as_json else {}
         if as_json:
             echo_json([{**asdict(e), "detail": _detail(e.detail)} for e in entries])
         elif not entries:
-            click.echo("no log entries")
+            # A misspelt --job or --action ("extract") finds nothing: say what the log holds.
+            if job and job not in held.get("job", ()):
+                click.echo(f"no log entries for --job {job} (the log holds the jobs: {', '.join(held['job']) or 'none'})")
+            elif actions and not set(actions) & set(held.get("action", ())):
+                click.echo(f"no log entries for --action {', '.join(actions)} "
+                           f"(the log holds the actions: {', '.join(held['action']) or 'none'})")
+            else:
+                click.echo("no log entries")
         else:
             who = owner_labels([e.owner for e in entries if e.owner])
             rows = [(e.at, e.job, who[e.owner] if e.owner else "-", e.action, e.memory_id or "-", e.detail)
@@ -191,6 +200,12 @@ def log_cmd(job: str | None, user: str | None, actions: tuple[str, ...], limit: 
 
     run(go())
     unmerged_notes(cfg, resolve_db(cfg), owner)
+
+
+async def _held(db: Database) -> dict[str, list[str]]:
+    """The jobs and the actions the change log holds, each sorted."""
+    return {col: [str(r[0]) for r in await db.fetchall(f"SELECT DISTINCT {col} FROM memory_log ORDER BY {col}")]
+            for col in ("job", "action")}
 
 
 def _detail(text: str) -> object:

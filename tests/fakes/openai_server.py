@@ -698,9 +698,16 @@ class FakeOpenAI:
         the role first, then the text's pieces, then each tool call (its id
         and name, then its arguments in two halves), then the finish reason
         and ``data: [DONE]``; usage in a last chunk when
-        ``stream_options.include_usage`` asks for it."""
+        ``stream_options.include_usage`` asks for it. A client that hangs up
+        (a gateway stopped mid-reply) ends it quietly: no error of ours."""
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
+        try:
+            return await self._stream_events(resp, body, reply)
+        except ConnectionResetError:  # aiohttp's ClientConnectionResetError is one
+            return resp
+
+    async def _stream_events(self, resp: web.StreamResponse, body: dict[str, Any], reply: Reply) -> web.StreamResponse:
         ident, created = f"chatcmpl-{next(self._ids)}", int(time.time())
 
         async def event(delta: dict[str, Any] | None, finish: str | None = None, **extra: Any) -> None:

@@ -178,3 +178,19 @@ async def test_a_reply_scripted_for_chat_is_passed_by_a_memory_request() -> None
             await memory.aclose()
     assert extraction.summary == "s"
     assert turn.json()["choices"][0]["message"]["content"] == "the turn's answer"
+
+
+async def test_a_client_gone_mid_stream_ends_the_stream_without_a_traceback(caplog: pytest.LogCaptureFixture) -> None:
+    """A gateway stopped while the demo model streams (scripts/fakes.py
+    --pace) hung up mid-reply, and the fakes' terminal showed aiohttp's
+    "Error handling request" with a traceback: a client that left is no
+    error of the fake's."""
+    async with FakeOpenAI(responder=lambda body: Reply(content="one two three four", piece_delay=0.05)) as fake:
+        async with httpx.AsyncClient(timeout=10) as client:
+            body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+            async with client.stream("POST", fake.url + "/chat/completions", json=body) as r:
+                async for _ in r.aiter_bytes():
+                    break  # the first event, then hang up
+        await asyncio.sleep(0.5)  # the next pieces' writes find the connection closed
+    errors = [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]
+    assert errors == [], [r.getMessage() for r in errors]

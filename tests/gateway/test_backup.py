@@ -229,3 +229,26 @@ def test_restoring_a_backup_older_than_an_erasure_says_who_comes_back(home: Path
     # A backup of the data as it is now names no one.
     assert cli("backup", str(home / "b2")).exit_code == 0
     assert "no longer has" not in cli("restore", str(home / "b2"), "--check").output
+
+
+def test_restoring_onto_a_new_home_names_no_one_as_erased(home: Path, clock: ManualClock,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backup restored on a new machine (a home with no data yet) said it
+    "brought back" every user "this home no longer has (erased or merged
+    since it was made)" and told the operator to erase them all again, and
+    that "the files it replaced" were in an empty folder: nobody was erased
+    there and nothing was replaced."""
+    asyncio.run(_seed(home / "data", clock))
+    assert cli("backup", str(home.parent / "b")).exit_code == 0
+    new = home.parent / "new-home"
+    new.mkdir()
+    (new / "config.json").write_text((home / "config.json").read_text(encoding="utf-8"), encoding="utf-8")
+    monkeypatch.setenv("MYCLAW_HOME", str(new))
+    checked = cli("restore", str(home.parent / "b"), "--check")
+    assert checked.exit_code == 0 and "no longer has" not in checked.output, checked.output
+    r = cli("restore", str(home.parent / "b"), "--yes")
+    assert r.exit_code == 0, r.output
+    assert "no longer has" not in r.output and "memory forget" not in r.output, r.output
+    assert "replaced" not in r.output and "no data here to replace" in r.output, r.output
+    assert not list((new / "data").glob("before-restore-*"))
+    assert asyncio.run(_top(new / "data" / "memory.db", "sister")) == "Alice's sister lives in Lisbon"

@@ -366,6 +366,26 @@ def test_a_malformed_config_is_named_with_the_gateways_own_words(home: Path, fak
     assert fakes.llm.requests == [] and API_KEY not in r.output
 
 
+def test_a_bad_secret_settings_error_keeps_its_words_and_hides_only_the_value(home: Path, fakes: Fakes) -> None:
+    """The redaction of every line took "gateway.admin.token: must be at
+    least 16 characters" for a token written down and showed "token:
+    [redacted] be at least 16 characters" (and "apiKey: [redacted] should be
+    a valid string"): the field's name is no secret, its words no value."""
+    doc = healthy_config(fakes)
+    doc["gateway"]["admin"] = {"enabled": True, "token": "short-pw"}
+    doc["memory"]["provider"] = {"apiKey": 12345678}
+    write_config(home, doc)
+    with pytest.raises(ConfigError) as raised:
+        load_config(home / "config.json")
+    r = doctor()
+    assert r.exit_code == 1, r.output
+    for said in ("gateway.admin.token: must be at least 16 characters", "memory.provider.apiKey: Input should be"):
+        assert said in str(raised.value) and said in r.stdout, r.stdout
+    [config] = [c for c in json.loads(doctor("--json").stdout)["checks"] if c["name"] == "config"]
+    assert config["message"] == str(raised.value)
+    assert "short-pw" not in r.output and "12345678" not in r.output and "[redacted]" not in r.output
+
+
 def test_a_placeholder_left_from_the_example_is_an_error(home: Path, fakes: Fakes) -> None:
     doc = healthy_config(fakes)
     doc["provider"]["apiKey"] = "sk-your-key"

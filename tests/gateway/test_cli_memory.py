@@ -1430,3 +1430,37 @@ def test_stats_keeps_groups_apart_by_title_and_forget_group_erases_one_groups_me
     assert left == {"telegram:11", "group:telegram:-100901"}
     r = cli("forget", "--group", "telegram:-100900", "--yes")
     assert r.exit_code != 0 and "nothing is stored for the group" in r.output, r.output
+
+
+def test_forget_without_whom_names_both_ways_to_say_it(home: Path) -> None:
+    """`memory forget --yes` alone said "--user is required", though
+    --group (a group's own memory) is the other thing it erases."""
+    ok("add", "Alice likes tea", "--user", "alice")
+    r = cli("forget", "--yes")
+    assert r.exit_code == 2 and "give --user (a person) or --group CHANNEL:CHAT_ID (a group's own memory)" in r.output, r.output
+    assert "Alice likes tea" in ok("list").stdout  # nothing erased
+
+
+def test_a_log_filter_that_finds_nothing_names_what_the_log_holds(home: Path) -> None:
+    """`memory log --job extract` (the job is "extraction") said only "no
+    log entries", as if nothing had run: it names the jobs and actions
+    the log does hold, so a misspelt one is seen."""
+    ok("add", "Alice drinks green tea", "--user", "alice")
+    ok("delete", "1", "--yes")
+    assert ok("log", "--job", "extract").stdout.strip() == (
+        "no log entries for --job extract (the log holds the jobs: cli)")
+    assert ok("log", "--action", "erase", "--action", "purge").stdout.strip() == (
+        "no log entries for --action erase, purge (the log holds the actions: add, archive)")
+    assert ok("log", "--job", "cli", "--action", "archive", "--user", "bob").stdout.strip() == "no log entries"
+    assert json.loads(ok("log", "--job", "extract", "--json").stdout) == []
+
+
+def test_stats_of_a_user_nothing_is_stored_about_says_so_as_list_does(home: Path) -> None:
+    """`memory stats -u telegram:9999` (a typo for telegram:999) printed a
+    table of zeros, as for a user who has nothing yet; `list` already said
+    nothing is stored for them and which handle was meant."""
+    ok("add", "Alice drinks green tea", "--user", "telegram:999")
+    r = ok("stats", "--user", "telegram:9999")
+    assert "nothing is stored for telegram:9999 (did you mean telegram:999?)" in r.stderr, r.stderr
+    assert "nothing is stored" not in ok("stats", "--user", "telegram:999").stderr
+    assert json.loads(ok("stats", "--user", "telegram:9999", "--json").stdout)["total"] == 0

@@ -667,3 +667,31 @@ async def test_memory_search_tells_a_match_from_what_was_said_next_to_it(
         zh = (await rig.ask("/memory 猫", chat="100")).text.splitlines()
         assert zh[0] == "与“猫”有关的记忆：" and zh[1].endswith("你家的猫叫什么名字？")
         assert zh[2:4] == ["", "同一对话中紧挨着它们说的（上下文，并非匹配）："] and zh[4].endswith("咪咪，三岁了。")
+
+
+async def test_jobs_remove_without_an_id_says_how_and_lists_them(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    """"/jobs remove" alone answered "You have no scheduled message <id>",
+    as if they had typed "<id>": it says how to cancel one, with their jobs
+    to pick from."""
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        cron = await CronStore.open(tmp_path / "cron.db", clock)
+        try:
+            everything = UserData(rig.backend, rig.sessions, cron)
+            rig.loop.commands = UserCommands(rig.backend, everything=everything, clock=clock)
+            assert (await rig.ask("/jobs remove", chat="100")).text == (
+                "Usage: /jobs remove <id> cancels one of your scheduled messages. You have none.")
+            daily = await cron.add(schedule="0 9 * * 1-5", message="summarise my plans", channel="telegram",
+                                   chat_id="100", user=ALICE, private=True, tz=ZoneInfo("Asia/Shanghai"))
+            text = (await rig.ask("/jobs remove", chat="100")).text
+            assert text.startswith("Usage: /jobs remove <id> cancels one of your scheduled messages:\n"), text
+            assert f"[{daily.id}] 0 9 * * 1-5 (Asia/Shanghai): summarise my plans" in text
+            assert "<id>:" not in text
+            fake_llm.queue_reply("好的。")
+            await rig.ask("我明天要开会", chat="300", sender="300")
+            assert (await rig.ask("/jobs 取消", chat="300", sender="300")).text == (
+                "用法：/jobs remove 编号 取消一个定时消息。你还没有定时消息。")
+            assert [j.id for j in await cron.list() if not j.internal] == [daily.id]
+        finally:
+            await cron.close()

@@ -243,6 +243,19 @@ async def test_debug_logs_no_sql_with_what_users_said(tmp_path: Path) -> None:
     assert [r["event"] for r in lines(out) if r.get("logger") != "asyncio"] == ["turn timed"]
 
 
+def test_debug_logs_our_timings_not_the_markdown_parsers_steps() -> None:
+    """`--log-level DEBUG` showed nine lines of markdown-it's parser
+    ("entering fence: StateBlock(...)") for every reply sent on Telegram,
+    burying the per-message timing lines it is for."""
+    from channels.markdown import telegram_html
+
+    out = io.StringIO()
+    configure_logging(stream=out, level="DEBUG")
+    telegram_html("**Done.** The launch moved to *March 3*:\n\n- check the notes")
+    get_logger("gateway").debug("message handled", total_ms=12)
+    assert [r["event"] for r in lines(out) if r.get("logger") != "asyncio"] == ["message handled"]
+
+
 def test_an_error_logged_by_type_and_place_renders_on_a_terminal_too(capsys: pytest.CaptureFixture[str]) -> None:
     """error_fields' frames went under ``stack``, which the console
     renderer (a gateway run in a terminal) joins to a string: every such
