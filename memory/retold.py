@@ -48,10 +48,12 @@ def _said(text: str) -> str:
 
 async def _retold(conn: aiosqlite.Connection) -> set[int]:
     """The daily job's ``_global`` facts and the ``_global`` rows built on them."""
+    # By the log's (owner, action) index (schema v11), not a walk of the
+    # whole log for each row: the daily job logged its adds under the owner.
     async with conn.execute(
-        "SELECT m.id FROM memories m WHERE m.owner = ? AND m.source = 'compression' AND EXISTS "
-        "(SELECT 1 FROM memory_log l WHERE l.memory_id = m.id AND l.job = 'daily_compress' AND l.action = 'add')",
-        (GLOBAL_OWNER,),
+        "SELECT m.id FROM memories m WHERE m.owner = ? AND m.source = 'compression' AND m.id IN "
+        "(SELECT l.memory_id FROM memory_log l WHERE l.owner = ? AND l.action = 'add' AND l.job = 'daily_compress')",
+        (GLOBAL_OWNER, GLOBAL_OWNER),
     ) as cur:
         out = {int(r[0]) for r in await cur.fetchall()}
     if not out:
