@@ -269,6 +269,10 @@ class Stats:
     # Of ``buffered``, the lines set aside: extraction could not take them
     # even one at a time (memory/extraction.py); kept, never retried.
     set_aside: int = 0
+    # Of ``events``, _global's: the legacy top-level day logs the import
+    # made events of, which the daily compression leaves alone (never
+    # "not compressed": no run will take them).
+    events_legacy: int = 0
 
 
 @dataclass(frozen=True)
@@ -1393,7 +1397,8 @@ class MemoryEngine:
             for r in await self.db.fetchall(f"SELECT source, COUNT(*) FROM memories {active_w} GROUP BY source", a)
         }
         ev = await self.db.fetchone(
-            f"SELECT COUNT(*), COALESCE(SUM(is_compressed = 0), 0) FROM daily_events {w}", a
+            f"SELECT COUNT(*), COALESCE(SUM(is_compressed = 0 AND owner != ?), 0), COALESCE(SUM(owner = ?), 0) "
+            f"FROM daily_events {w}", (GLOBAL_OWNER, GLOBAL_OWNER, *a)
         )
         buf = await self.db.fetchone(
             f"SELECT COUNT(*), COALESCE(SUM(set_aside_at IS NOT NULL), 0) FROM extraction_buffer {w}", a)
@@ -1421,4 +1426,5 @@ class MemoryEngine:
             owners=owners[0] if owners else 0,
             vectors=vectors,
             set_aside=buf[1] if buf else 0,
+            events_legacy=ev[2] if ev else 0,
         )

@@ -28,6 +28,7 @@ from pathlib import Path
 import aiosqlite
 
 from .db import Attachment, Database, Migration, run_script
+from .retold import withdraw_retold_day_logs
 
 __all__ = ["BUFFER_MIGRATIONS", "BUFFER_SCHEMA", "MIGRATIONS", "buffer_path", "open_memory_db"]
 
@@ -272,6 +273,14 @@ async def _v11_log_by_owner(conn: aiosqlite.Connection) -> None:
     await run_script(conn, "CREATE INDEX IF NOT EXISTS idx_log_owner_action ON memory_log(owner, action);")
 
 
+async def _v12_global_day_logs_withdrawn(conn: aiosqlite.Connection) -> None:
+    # The daily compression retold _global's events (the legacy top-level day
+    # logs, the operator's record) as _global facts every user and group
+    # reads, until it left them alone: those facts, and what was built on
+    # them, are archived; what they replaced is current again (memory/retold.py).
+    await withdraw_retold_day_logs(conn, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+
+
 _SMALL_TALK = (
     "category = 'conversation' AND importance <= 0.2 AND tier = 2 AND status = 'active' "
     "AND source IN ('extraction', 'compression')"
@@ -290,6 +299,7 @@ MIGRATIONS: list[Migration] = [
     _v9_renamed_from,
     _v10_search_terms,
     _v11_log_by_owner,
+    _v12_global_day_logs_withdrawn,
 ]
 
 BUFFER_SCHEMA = "buffer"

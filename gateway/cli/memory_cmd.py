@@ -138,7 +138,9 @@ async def _stats(path: Path, owner: str | None, as_json: bool) -> None:
         ("tiers", counts({f"tier {k}": v for k, v in s.by_tier.items()})),
         ("categories", counts(s.by_category)),
         ("sources", counts(s.by_source)),
-        ("events", f"{s.events} ({s.events_uncompressed} not compressed)"),
+        ("events", f"{s.events} ({s.events_uncompressed} not compressed"
+                   + (f"; {s.events_legacy} the legacy top-level day logs, kept as the operator's record, "
+                      "never compressed" if s.events_legacy else "") + ")"),
         ("buffered", counted(s.buffered, "messages") + (f" ({s.set_aside} set aside: the memory model cannot take them, "
                                                  "not retried until myclaw memory retry-set-aside)" if s.set_aside else "")),
         ("vectors", counts(s.vectors) + f" of {s.by_status.get('active', 0)} active" if s.vectors else "-"),

@@ -306,6 +306,23 @@ def test_stats(home: Path) -> None:
     assert "vectors     -" in out  # hybrid recall never ran on this database
 
 
+def test_stats_counts_the_legacy_day_logs_apart_from_what_waits_for_compression(home: Path) -> None:
+    """_global's events are the legacy top-level day logs, which the daily
+    compression leaves alone: counted as "not compressed" they never were."""
+    async def seed() -> None:
+        async with await MemoryEngine.open(home / "data" / "memory.db") as e:
+            await e.add_event("alice", "2026-02-28", "Booked flights to Osaka")
+            await e.add_event("_global", "2026-02-20", "- 21:04 user: the legacy log's line")
+            await e.add_event("_global", "2026-02-21", "- 09:00 user: another legacy day", compressed=True)
+
+    asyncio.run(seed())
+    s = json.loads(ok("stats", "--json").stdout)
+    assert (s["events"], s["events_uncompressed"], s["events_legacy"]) == (3, 1, 2)
+    assert ("events      3 (1 not compressed; 2 the legacy top-level day logs, kept as the operator's record, "
+            "never compressed)") in ok("stats").stdout
+    assert json.loads(ok("stats", "--json", "--user", "alice").stdout)["events_legacy"] == 0
+
+
 def test_stats_counts_current_vectors(home: Path) -> None:
     ok("add", "a1", "--user", "alice")
     ok("add", "a2", "--user", "alice")
