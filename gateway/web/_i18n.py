@@ -419,6 +419,7 @@ LOG_WORDS_ZH: dict[str, str] = {
     "promote_held": "暂缓提升", "merge_kept": "合并未改动", "profile_kept": "档案未改动", "demote": "降为知识", "demote_held": "暂缓降级", "reinforce": "强化", "profile_read": "档案已读入",
     "recall": "回想", "decay": "衰减", "drop": "丢弃", "skip": "跳过", "backlog": "积压", "run": "运行",
     "set-aside": "暂存", "retry-set-aside": "重试暂存", "share": "共享", "unshare": "取消共享", "retag": "标出同名",
+    "migration": "数据库升级", "withdraw": "撤回", "relabel": "重新分类",
 }
 
 
