@@ -40,33 +40,37 @@ def imported(memory_db: Path) -> int:
         return 0
 
 
-def _no_write_under_way(memory_db: Path) -> bool:
-    try:
-        with contextlib.closing(sqlite3.connect(memory_db, timeout=0, isolation_level=None)) as conn:
+def _between_transactions(memory_db: Path, proc: subprocess.Popen[bytes], deadline: float) -> sqlite3.Connection:
+    """A connection holding memory.db's write lock, taken in one of the
+    import's gaps between two transactions (tried without waiting, over and
+    over: SQLite's own busy wait sleeps and loses every gap to the import's
+    next batch). While it is held the import is outside its transactions:
+    at most waiting in its next BEGIN, which holds no lock."""
+    conn = sqlite3.connect(memory_db, timeout=0, isolation_level=None)
+    while True:
+        try:
             conn.execute("BEGIN IMMEDIATE")
-            conn.execute("ROLLBACK")
-        return True
-    except sqlite3.OperationalError:  # database is locked: stopped inside one of its transactions
-        return False
+            return conn
+        except sqlite3.OperationalError:  # database is locked: the import is inside one
+            assert proc.poll() is None, "the import ended before a gap between its transactions was caught"
+            assert time.monotonic() < deadline
 
 
 def stall_and_take_over(proc: subprocess.Popen[bytes], memory_db: Path, *, timeout: float = 60) -> int:
     """Once ``proc``'s import has committed rows, stop it between two of its
     transactions and take its lease over as :data:`OTHER`; then let it go
-    on. Returns the rows imported at the takeover."""
+    on. Returns the rows imported at the takeover. (Stopping it at random
+    and looking whether it held the lock found a gap too rarely: under load
+    the import could end first, 2 runs in 6.)"""
     deadline = time.monotonic() + timeout
     while imported(memory_db) == 0:
         assert proc.poll() is None, "the import ended before it wrote a row"
         assert time.monotonic() < deadline
         time.sleep(0.002)
-    while True:
+    with contextlib.closing(_between_transactions(memory_db, proc, deadline)) as lock:
         proc.send_signal(signal.SIGSTOP)
         os.waitpid(proc.pid, os.WUNTRACED)  # stopped, every thread: the signal alone is on its way
-        if _no_write_under_way(memory_db):
-            break
-        proc.send_signal(signal.SIGCONT)  # stopped mid-transaction: a little further, then again
-        assert time.monotonic() < deadline
-        time.sleep(0.003)
+        lock.execute("ROLLBACK")  # the takeover below needs the lock; the stopped import cannot take it
     try:
         async def take() -> None:
             later = ManualClock(SystemClock().now() + timedelta(minutes=31))
