@@ -452,6 +452,7 @@ class App:
             assert isinstance(self.backend, SqliteMemory)  # the engine's store
             self.loop.chat_moves["group_memory"] = self.backend.move_group  # after its rows' chat moved
             self.loop.bot_left["group_memory"] = self.backend.forget_group  # the bot removed: it goes
+            self.loop.same_names = self.backend.shared_names  # tagged in the prompt as in the notes
 
         if cfg.cron.enabled:
             await self._open_cron()
@@ -579,6 +580,7 @@ class App:
 
         if isinstance(self.backend, SqliteMemory):  # its group wipe drains this process's queued lines first
             self.memory_web.admin.wipe_group = self.backend.forget_group
+            self.memory_web.admin.drain_lines = self.backend.drained  # a group note's erasure: its queued lines first
 
     async def _open_write_path(self, engine: Any) -> None:
         from memory.compression import Compressor

@@ -32,6 +32,7 @@ from typing import Any, TextIO
 import structlog
 
 from memory.errorlog import error_brief, error_fields
+from memory.groupowner import logged_owner
 from memory.redact import KEY_SHAPES, redact_credentials, scrub_provider_text
 
 __all__ = ["Redactor", "configure_logging", "error_fields", "get_logger", "loop_exception_handler", "provider_text"]
@@ -44,6 +45,11 @@ _SECRET_SHAPES = [
     # Feishu long-connection URLs carry credentials in the query string.
     (re.compile(r"(?i)\b(access_key|ticket|app_secret|token)=[^&\s\"']+"), r"\1=***"),
 ]
+
+# A group owner id (memory/groupowner.py): ``group:<channel>:<chat_id>``, the
+# chat id up to a space, quote or bracket, not a trailing full stop; one
+# already logged by its tag (``#3f9a``) is left as it is.
+_GROUP_OWNER = re.compile(r"""\bgroup:[A-Za-z0-9_-]+:(?!#)[^\s"'<>,;()\[\]{}]*[^\s"'<>,;()\[\]{}.:]""")
 
 
 class Redactor:
@@ -69,6 +75,11 @@ class Redactor:
                 text = text.replace(s, "***")
         for pattern, repl in _SECRET_SHAPES:
             text = pattern.sub(repl, text)
+        # A group's own memory named by its chat id (personal data: a
+        # private group's, a Feishu oc_ id): by its tag instead, as the
+        # erasures log it (memory/groupowner.py logged_owner).
+        if "group:" in text:
+            text = _GROUP_OWNER.sub(lambda m: logged_owner(m.group(0)), text)
         # What a user may have typed (a key, a card, a private key: memory
         # keeps none of it; a password line, which memory may keep for its
         # owner): a log line keeps none of it.

@@ -48,6 +48,7 @@ from memory.clock import ZoneUnread, format_ts, parse_ts
 from memory.errorlog import Wordless
 from memory.identity import IdentityMap
 from memory.lru import LRU
+from memory.namesakes import GroupNames
 from memory.prefilter import should_retrieve
 from memory.scope import Chat, in_group
 from memory.types import Hit
@@ -493,6 +494,9 @@ class ProcessLoop:
         # What goes when the bot itself is removed from a group (a LEFT of
         # BOT_LEFT: the group's own memory): name -> ``(channel, chat_id)``, how many.
         self.bot_left: dict[str, Callable[[str, str], Awaitable[int]]] = {}
+        # The names two members of a group have gone by ``(channel, chat_id)``,
+        # tagged in its prompt as in its notes (memory/namesakes.py); None: the file store.
+        self.same_names: Callable[[str, str], Awaitable[GroupNames]] | None = None
         # Told after a turn is buffered where the chat's window now starts
         # ``(channel, chat_id, oldest row's time)``: memory extracts what
         # left it (ExtractionService.left_window, the pre-compaction flush).
@@ -1093,10 +1097,13 @@ class ProcessLoop:
         # whose turns the window may show. A private chat's prompt is left as it was.
         speaker: Speaker | None = None
         if msg.is_group:
-            speaker = Speaker("cron") if item.user is not None else Speaker(msg.sender_id, msg.sender_name)
+            speaker = Speaker("cron") if item.user is not None else Speaker(msg.sender_id, msg.sender_name, user)
         asker, made_by = "", ""
+        shared: GroupNames | None = None
         if speaker is not None:
-            labels = speaker_labels(history, speaker)
+            if self.same_names is not None:
+                shared = await self.same_names(msg.channel, msg.chat_id)
+            labels = speaker_labels(history, speaker, shared)
             if item.user is None:
                 asker = labels[speaker.sender_id]
             else:
@@ -1114,7 +1121,7 @@ class ProcessLoop:
         # describes it.
         messages = self.prompts.messages(
             system, history, said, block, self.prompts.time_of_day(tz), msg.images, msg.quoted, msg.documents,
-            speaker, self.prompts.earlier_day(tz),
+            speaker, self.prompts.earlier_day(tz), shared,
         )
         # The user's message goes to Tier 0 while the LLM runs (the write is
         # queued to SQLite before the request leaves), and is durable before

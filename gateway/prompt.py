@@ -35,6 +35,7 @@ from memory.clock import Clock, SystemClock, parse_ts
 from memory.errorlog import error_fields
 from memory.format import defuse_tags, format_hits, truncate
 from memory.groupowner import member_tag
+from memory.namesakes import GroupNames
 from memory.tokens import estimate_tokens
 from memory.types import Hit
 
@@ -94,10 +95,12 @@ This is a group chat with several people. Each member's message is shown as <sai
 @dataclass(frozen=True)
 class Speaker:
     """Who sent a group chat's latest message: their platform id (the key of
-    their turns in Tier 0) and display name ("" when the platform gave none)."""
+    their turns in Tier 0), display name ("" when the platform gave none)
+    and owner id."""
 
     sender_id: str
     name: str = ""
+    owner: str = ""  # their owner id in memory (the group's notes name members so)
 
 
 _NAME_CHARS = 40  # of a display name in a label: enough to tell members apart
@@ -115,17 +118,23 @@ def _tag(member: str) -> str:
     return member_tag(member)
 
 
-def speaker_labels(history: Sequence[StoredMessage], speaker: Speaker) -> dict[str, str]:
+def speaker_labels(history: Sequence[StoredMessage], speaker: Speaker, known: GroupNames | None = None) -> dict[str, str]:
     """The label of each member who speaks in ``history`` or sends the latest
     message, by their key (``sender_id``, else ``owner``): their newest
     display name, or ``member 3f9a`` when none is known; two members of the
-    same name are told apart by a tag (``Alice #3f9a``)."""
+    same name are told apart by a tag (``Alice #3f9a``): two in the window,
+    or one whose name ``known`` (the group's memory: lines out of the
+    window, its notes; memory/namesakes.py) says another member went by, so
+    the prompt and the group's notes tag alike."""
     names: dict[str, str] = {}
+    owners: dict[str, str] = {}  # who each is in memory, for ``known``
     for m in history:
         if m.role == "user":
             key = _member(m.sender_id, m.owner)
             names[key] = m.sender_name or names.get(key, "")
+            owners[key] = m.owner
     names[speaker.sender_id] = speaker.name or names.get(speaker.sender_id, "")
+    owners[speaker.sender_id] = speaker.owner or owners.get(speaker.sender_id, "")
     clean = {k: " ".join(v.split())[:_NAME_CHARS].strip() for k, v in names.items()}
     taken: dict[str, int] = {}
     for v in clean.values():
@@ -138,7 +147,8 @@ def speaker_labels(history: Sequence[StoredMessage], speaker: Speaker) -> dict[s
         elif not name:
             labels[key] = f"member {_tag(key)}"
         else:
-            labels[key] = f"{name} #{_tag(key)}" if taken[name.casefold()] > 1 else name
+            twice = taken[name.casefold()] > 1 or (known is not None and known.told_apart(names[key], owners[key]))
+            labels[key] = f"{name} #{_tag(key)}" if twice else name
     return labels
 
 
@@ -504,11 +514,13 @@ class PromptBuilder:
         documents: Sequence[Document] = (),
         speaker: Speaker | None = None,
         dated: Callable[[StoredMessage], str] | None = None,
+        known: GroupNames | None = None,
     ) -> list[dict[str, Any]]:
         """``speaker``: in a group chat, who sent the latest message; every
         user turn is then marked with who said it (:func:`said_by`).
-        ``dated``: a history turn's date, when of an earlier day (:meth:`earlier_day`)."""
-        labels = None if speaker is None else speaker_labels(history, speaker)
+        ``dated``: a history turn's date, when of an earlier day (:meth:`earlier_day`).
+        ``known``: what the group's memory says of its members' names (:func:`speaker_labels`)."""
+        labels = None if speaker is None else speaker_labels(history, speaker, known)
         label = "" if labels is None or speaker is None else labels[speaker.sender_id]
         content = user_content(text, memory_block, time, quoted, documents, label)
         return [

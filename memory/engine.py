@@ -35,7 +35,7 @@ from .buffer import NOT_GONE, continue_ids, drop_owner_lines, reconcile
 from .db import Database
 from .errorlog import error_fields
 from .format import truncate
-from .groupowner import is_group_owner
+from .groupowner import is_group_owner, logged_owner
 from .lru import LRU
 from .pastplan import passed
 from .projects import ALIASES, Aliased, Unaliased, move_facts, remove_alias, set_alias
@@ -769,7 +769,7 @@ class MemoryEngine:
             counts["group notes"] = said["notes"] + said["events"]
         if said["buffered"]:
             counts["group lines"] = said["buffered"]  # their lines (and the replies to them) waiting under a group
-        log.info("owner forgotten", owner=owner, **counts)
+        log.info("owner forgotten", owner=logged_owner(owner), **counts)  # a group by its tag
         return counts
 
     async def lived(self, owner: str, tz: tzinfo | None) -> tzinfo | None:
@@ -1094,6 +1094,13 @@ class MemoryEngine:
     async def known_projects(self, owner: str) -> frozenset[str]:
         """Project partitions ``owner`` (or ``_global``) has memories in,
         and every name of theirs (:meth:`project_aliases`)."""
+        cached, aliases = await self.projects_and_aliases(owner)
+        return cached | frozenset(aliases) | frozenset(aliases.values()) if aliases else cached
+
+    async def projects_and_aliases(self, owner: str) -> tuple[frozenset[str], dict[str, str]]:
+        """Project partitions ``owner`` (or ``_global``) has memories in,
+        and :meth:`project_aliases`: for a caller that needs both (recall's
+        named projects), one read of each."""
         cached = self._projects.get(owner)
         if cached is None:
             rows = await self.db.fetchall(
@@ -1102,8 +1109,7 @@ class MemoryEngine:
             )
             cached = frozenset(r["project"] for r in rows if r["project"] and r["project"] != GLOBAL_OWNER)
             self._projects[owner] = cached
-        aliases = await self.project_aliases(owner)
-        return cached | frozenset(aliases) | frozenset(aliases.values()) if aliases else cached
+        return cached, await self.project_aliases(owner)
 
     async def project_aliases(self, owner: str) -> dict[str, str]:
         """alias -> current name of ``owner``'s projects (and ``_global``'s;

@@ -61,7 +61,8 @@ from .corrections import with_corrected
 from .engine import MemoryEngine
 from .errorlog import error_brief, error_fields
 from .llm import Fact, LLMOverflow, MemoryLLM, MemoryLLMError
-from .groupowner import is_group_owner, member_tag
+from .groupowner import is_group_owner, member_label, member_tag
+from .retag import Retagger
 from .samenames import SameNames
 from .scope import in_group
 from .service import SqliteMemory, original_message_id
@@ -227,6 +228,7 @@ class ExtractionService:
         # record (full disk, write lock held elsewhere): the backoff holds
         # anyway, or every tick would ask the model again and log again.
         self._held: dict[str, tuple[int, datetime]] = {}
+        self._retag = Retagger()  # a group's notes from before a namesake came, tagged once (memory/retag.py)
         # (channel, chat id) -> the time of the oldest message its prompt
         # still shows (:meth:`left_window`), until the next tick reads it.
         self._left: dict[tuple[str, str], str] = {}
@@ -711,6 +713,12 @@ class ExtractionService:
                 self._hold(owner, rows, report.error, unrecorded)
             return report
         self._held.pop(owner, None)
+        if named_twice:  # the group's older bare notes of a name now shared (memory/retag.py)
+            try:
+                senders = {r.speaker: r.sender_id for r in rows if r.speaker and r.role == "user"}
+                await self._retag.run(self.engine, owner, named_twice, senders)
+            except sqlite3.Error as exc:  # the batch stands; tried again at the group's next batch
+                log.warning("group notes not tagged apart", **error_fields(exc))
         report.added, report.reinforced, report.superseded = applied.added, applied.reinforced, applied.superseded
         report.event_id = event.id
         log.info(
@@ -780,14 +788,7 @@ def _speaker_labels(rows: Sequence[_Row], shared: Set[str] = frozenset()) -> lis
             for r, name in zip(rows, names, strict=True)]
 
 
-def _speaker_label(name: str) -> str:
-    """A member's name as a line's label: one line, no colon to fake
-    another label with, never the bot's; a member the gateway knew no name
-    of is "a member"."""
-    flat = " ".join(name.replace(":", " ").replace("[", "(").replace("]", ")").split())[:60]
-    if flat.casefold().startswith("assistant"):  # a member named so is not the bot
-        flat = f"member {flat}"
-    return flat or "a member"
+_speaker_label = member_label  # a member's name as a line's label (memory/groupowner.py)
 
 # A user line showing pictures or a file the model read (gateway/bus.py's
 # marks): the reply after it says what they show, which counts as the user's.

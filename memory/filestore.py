@@ -68,7 +68,7 @@ from .redact import redact_credentials
 from .scope import Chat
 from .service import EDITED_MARK, RECALL_EVENTS, Retracted
 from .timeref import periods
-from .tokenize import GLUE_BIGRAM_WEIGHT, UNIGRAM_WEIGHT, index_terms, normalize
+from .tokenize import GLUE_BIGRAM_WEIGHT, UNIGRAM_WEIGHT, ZH_CONTENT_BIGRAMS, index_terms, normalize
 from .tokens import estimate_tokens
 from .types import (
     GLOBAL_OWNER,
@@ -448,7 +448,7 @@ def _query_units(query: str) -> dict[str, float]:
             glue = (t[0] in _STOP) + (t[1] in _STOP)
             if glue == 2:
                 continue
-            if glue:
+            if glue and t not in ZH_CONTENT_BIGRAMS:
                 w = GLUE_BIGRAM_WEIGHT  # straddles a grammar character: 码是 in 密码是
         units[t] = max(w, units.get(t, 0.0))
     return dict(list(units.items())[:32])

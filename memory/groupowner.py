@@ -11,7 +11,7 @@ import hashlib
 from .scope import Chat
 from .types import GLOBAL_OWNER
 
-__all__ = ["GROUP_PREFIX", "chat_of", "group_owner", "is_group_owner", "member_tag", "readers"]
+__all__ = ["GROUP_PREFIX", "chat_of", "group_owner", "is_group_owner", "logged_owner", "member_label", "member_tag", "readers"]
 
 GROUP_PREFIX = "group:"
 """Every group owner id starts so; no user's does (see the module's doc)."""
@@ -31,6 +31,28 @@ def member_tag(member: str) -> str:
     are told apart by it, in the chat prompt (gateway/prompt.py) and in the
     group's notes alike (``Dad #3f9a``)."""
     return hashlib.sha256(member.encode()).hexdigest()[:4]
+
+
+def member_label(name: str) -> str:
+    """A member's display name as the group's notes label their lines and
+    name them (``said_by``; memory/extraction.py): one line, no colon to
+    fake another label with, never the bot's; a member the gateway knew no
+    name of is "a member". The chat prompt compares names so too."""
+    flat = " ".join(name.replace(":", " ").replace("[", "(").replace("]", ")").split())[:60]
+    if flat.casefold().startswith("assistant"):  # a member named so is not the bot
+        flat = f"member {flat}"
+    return flat or "a member"
+
+
+def logged_owner(owner: str) -> str:
+    """``owner`` as a log line names it: a group owner by its channel and a
+    tag of its id (``group:telegram:#3f9a``, :func:`member_tag`), never the
+    chat id, which is personal data (a private group's, a Feishu ``oc_``);
+    anyone else's as it is."""
+    if not is_group_owner(owner):
+        return owner
+    channel = owner[len(GROUP_PREFIX):].partition(":")[0]
+    return f"{GROUP_PREFIX}{channel}:#{member_tag(owner)}"
 
 
 def is_group_owner(owner: str) -> bool:

@@ -7,9 +7,10 @@ FTS when fewer than five rows came back, so it ignored the question).
    CJK unigrams weak, recent conversation turns (``context``) at
    :data:`CONTEXT_WEIGHT` of the message's own terms.
 2. Candidates: the :attr:`Retriever.candidates` rows of the asking user and
-   ``_global`` holding the most telling terms, pre-ranked in SQL from one
-   FTS5 MATCH per term. Very common terms are left out of the MATCH (they
-   would make it slow and add nothing), never out of the scoring.
+   ``_global`` holding the most telling terms, pre-ranked from one FTS5
+   MATCH per term (:mod:`memory.prerank`). Very common terms are left out
+   of the MATCH (they would make it slow and add nothing), never out of
+   the scoring.
 3. Per-hit relevance, computed here rather than by FTS5's ``bm25()`` (FTS5
    clamps IDF to ~1e-6 once a term is in half the rows, so a user with one
    memory got no signal at all): a BM25 sum with our own IDF
@@ -66,6 +67,7 @@ from .engine import INDEX, MemoryEngine, memory_index_text, owner_key, row_cues
 from .format import fit_budget
 from .groupowner import readers
 from .lru import LRU
+from . import prerank
 from .projects import linked_projects
 from .saidthen import replaced_then
 from .mood import LEXICON, MOOD_TERMS, NEGATIVE, is_mood_term, mood_class, mood_term, moods
@@ -336,15 +338,16 @@ class _Relevance:
 
 
 class _Postings:
-    """The candidates' posting lists as one ``UNION ALL`` of ``(rid, w)``
-    rows: one arm per MATCH term, and the rows written in the message's time
+    """The candidates' posting lists, one statement returning each as one
+    text of comma-separated row ids (memory/prerank.py sums and ranks them):
+    one list per MATCH term, and the rows written in the message's time
     references (already the owners' only)."""
 
     def __init__(self, fts: str) -> None:
         self._fts = fts
         self._terms: list[tuple[float, str]] = []  # (weight, MATCH)
         self._dated: tuple[float, Sequence[str], Sequence[Period]] | None = None
-        self.scope: str | None = None  # owner-scoped MATCH of all the terms, when rows must be scoped
+        self.checked = False  # the ranked rows' owners must be checked (other users' rows are in the lists)
         self.size = 0  # postings of the terms (their document counts, summed)
 
     @property
@@ -359,32 +362,30 @@ class _Postings:
         self._dated = (weight, owners, when)
         self.size += rows
 
-    def sql(self, *, scoped: bool = False) -> str:
-        arms = []
-        if self._terms:
-            fts = self._fts
-            terms = " UNION ALL ".join(f"SELECT rowid AS rid, ? AS w FROM {fts} WHERE {fts} MATCH ?" for _ in self._terms)
-            # "+rid": with a UNION ALL sibling (the dated rows) SQLite pushes
-            # the IN into each term's scan as a rowid constraint, and FTS5
-            # then runs the MATCH once per in-scope row (LoCoMo, 600 rows:
-            # 13 ms instead of 1 ms); the unary plus keeps it a filter.
-            where = f" WHERE +rid IN (SELECT rowid FROM {fts} WHERE {fts} MATCH ?)" if scoped else ""
-            arms.append(f"SELECT rid, w FROM ({terms}){where}")  # one arm: a dated arm alone names its column id
+    def sql(self) -> str:
+        # Each list's index first: the rows of a UNION ALL are summed in
+        # this order whatever order SQLite returns them in.
+        fts = self._fts
+        arms = [f"SELECT {i}, group_concat(rowid) FROM {fts} WHERE {fts} MATCH ?" for i in range(len(self._terms))]
         if self._dated is not None:
             _, owners, when = self._dated
-            arms.append(f"SELECT DISTINCT id AS rid, ? AS w FROM ({_dated_sql(owners, when)})")
+            arms.append(f"SELECT {len(arms)}, group_concat(DISTINCT id) FROM ({_dated_sql(owners, when)})")
         return " UNION ALL ".join(arms)
 
-    def args(self, *, scoped: bool = False) -> list[object]:
-        out: list[object] = []
-        for weight, match in self._terms:
-            out += [weight, match]
-        if scoped and self._terms:
-            out.append(self.scope)
+    def args(self) -> list[object]:
+        out: list[object] = [match for _, match in self._terms]
         if self._dated is not None:
-            weight, owners, when = self._dated
-            out += [weight, *_dated_args(owners, when)]
+            _, owners, when = self._dated
+            out += _dated_args(owners, when)
         return out
+
+    def ranked(self, rows: Iterable[sqlite3.Row]) -> list[int]:
+        """Every row of the lists :meth:`sql` returned, best first."""
+        weights = [w for w, _ in self._terms]
+        if self._dated is not None:
+            weights.append(self._dated[0])
+        ids: dict[int, str | None] = {r[0]: r[1] for r in rows}
+        return prerank.ranked((w, ids.get(i)) for i, w in enumerate(weights))
 
 
 class Retriever:
@@ -531,10 +532,11 @@ class Retriever:
             return [], {}, stats
         # Candidates: the user's rows holding the most telling terms,
         # pre-ranked by the IDF mass of the terms they hold: one unscoped
-        # MATCH per term (which terms a row holds), summed per row in SQL
-        # (returning the postings to Python cost ~1 us a row, 1,600 rows a
-        # query at 10k; FTS5's bm25() ranking ~3 us a matched row), then the
-        # best rows in scope (_in_scope). A time reference adds the rows
+        # MATCH per term (which terms a row holds), each list returned as
+        # one text and summed per row by memory/prerank.py (a row a posting
+        # returned to Python cost ~1 us; a GROUP BY in SQL ~0.8 us; FTS5's
+        # bm25() ranking ~3 us a matched row), then the best rows in scope
+        # (_in_scope). A time reference adds the rows
         # written in the period as one more posting list (when there are at
         # most MATCH_DF_BUDGET of them). docs/RETRIEVAL.md §3.
         n = max(stats.rows, *df.values(), 0) + PRIOR_ROWS
@@ -560,30 +562,25 @@ class Retriever:
         if match:
             for m in match:
                 postings.add_term(weight[m], build_match(owners, [m]) if scoped else f"text : {quote(m)}", sizes[m])
-            if not scoped and in_scope < stats.rows:  # a personal gateway's rows are all in scope
-                postings.scope = build_match(owners, match)
+            postings.checked = not scoped and in_scope < stats.rows  # a personal gateway's rows are all in scope
         if when and 0 < stats.dated <= MATCH_DF_BUDGET:
             postings.add_dated(weight[WHEN_TERM], owners, when, stats.dated)
         if postings.empty:
             return [], idf, stats
-        if postings.scope is not None:
-            best = await self._in_scope(t, postings, owners, share)
+        order = postings.ranked(await self._fetch(postings.sql(), postings.args()))
+        if postings.checked:
+            best = await self._in_scope(t, order, postings.size, owners, share)
         else:
-            pre = await self._fetch(
-                f"SELECT rid, sum(w) AS s FROM ({postings.sql()}) GROUP BY rid ORDER BY s DESC, rid DESC LIMIT ?",
-                [*postings.args(), self.candidates],
-            )
-            best = [r[0] for r in pre]
+            best = order[: self.candidates]
         if not best:
             return [], idf, stats
         rows = await self._rows(t, "x.id", best, select, join, where)
-        if postings.scope is None and not scoped and match and any(r["owner"] not in owners for r in rows):
+        if not postings.checked and not scoped and match and any(r["owner"] not in owners for r in rows):
             # Ranked unscoped on the word of a count that every row is the
             # owners' (a personal gateway), read before another user's rows
-            # came (counts are cached within 2 % in a large index): ranked
-            # again with the owners' rows only.
-            postings.scope = build_match(owners, match)
-            best = await self._in_scope(t, postings, owners, share)
+            # came (counts are cached within 2 % in a large index): the
+            # owners' rows of the same ranking.
+            best = await self._in_scope(t, order, postings.size, owners, share)
             rows = await self._rows(t, "x.id", best, select, join, where) if best else []
         # The owner is checked on each row, whatever the counts said: no
         # statistic may let another user's row in.
@@ -605,45 +602,42 @@ class Retriever:
         terms = {x.term for x in present}
         return [r for r in rows if not terms.isdisjoint(r["_terms"].split(" ")) or (when and _within(r["created_at"], when))]
 
-    async def _in_scope(self, t: _Tables, postings: _Postings, owners: Sequence[str], share: float) -> list[int]:
-        """The best :attr:`candidates` rows of ``owners``: the ``top`` best
-        rows of anyone (``top`` sized by the owners' share of the
-        collection), then the owners' among them, each checked by id.
+    async def _in_scope(
+        self, t: _Tables, order: Sequence[int], postings: int, owners: Sequence[str], share: float
+    ) -> list[int]:
+        """The best :attr:`candidates` rows of ``owners`` in ``order`` (every
+        row of the posting lists, best first): the owners of the first
+        ``top`` rows checked by id (``top`` sized by the owners' share of the
+        collection), then of the next ``top`` while too few were theirs (as
+        when the other users all wrote last and win the ties).
 
         With up to :data:`WHOLE_RANKING` postings every ranked row is
-        checked. Otherwise, when the top was full and held fewer than wanted
-        (the best ranks are other users', as when they all wrote last), a
-        row further down may be the owners', so the ranking is run again
-        with every posting scoped by an owner-scoped MATCH of all the terms
-        (the way every query was run before): exact either way.
+        checked at once.
 
         Checking the owner of the top rows instead of scoping every posting,
         10k memories 83 % one user's: the candidates' statement 1.28 -> 0.91
         ms mean, p95 2.47 -> 1.89 ms (docs/BENCHMARKS.md, read path, third
-        session); at 100k, mean 2.40 -> 1.80 ms, p95 4.21 -> 4.56 ms.
+        session); at 100k, mean 2.40 -> 1.80 ms, p95 4.21 -> 4.56 ms. Until
+        the ranking was done in Python (memory/prerank.py), a top that held
+        too few ran the whole ranking again with every posting scoped.
         """
         want = self.candidates
-        top = math.ceil(want / max(share, 0.01) * TOP_MARGIN) + 16
-        if postings.size <= WHOLE_RANKING:
-            top = -1  # every row (no LIMIT): nothing can be missed
+        top = len(order) if postings <= WHOLE_RANKING else math.ceil(want / max(share, 0.01) * TOP_MARGIN) + 16
         marks = ",".join("?" * len(owners))
-        rows = await self._fetch(
-            f"""WITH g AS MATERIALIZED (SELECT rid, sum(w) AS s FROM ({postings.sql()})
-                                        GROUP BY rid ORDER BY s DESC, rid DESC LIMIT ?)
-                SELECT rid FROM (SELECT g.rid, g.s FROM g JOIN {t.owned} o ON o.id = g.rid
-                                 WHERE o.owner IN ({marks}) ORDER BY g.s DESC, g.rid DESC LIMIT ?)
-                UNION ALL SELECT -count(*) FROM g""",
-            [*postings.args(), top, *owners, want],
-        )
-        best = [r[0] for r in rows[:-1]]
-        if len(best) < want and -rows[-1][0] == top:
-            rows = await self._fetch(
-                f"""SELECT rid, sum(w) AS s FROM ({postings.sql(scoped=True)})
-                    GROUP BY rid ORDER BY s DESC, rid DESC LIMIT ?""",
-                [*postings.args(scoped=True), want],
+        best: list[int] = []
+        for at in range(0, len(order), top):
+            part = order[at : at + top]
+            # "+owner": by id, not by a range of the owner index (a user's
+            # 10k rows, ~1.5 ms, where 100 ids cost ~0.1).
+            held = await self._fetch(
+                f"SELECT id FROM {t.owned} WHERE id IN ({','.join('?' * len(part))}) AND +owner IN ({marks})",
+                [*part, *owners],
             )
-            best = [r[0] for r in rows]
-        return best
+            mine = {r[0] for r in held}
+            best += [i for i in part if i in mine]
+            if len(best) >= want:
+                break
+        return best[:want]
 
     async def _rows(
         self, t: _Tables, column: str, values: Sequence[object], select: str, join: str, where: str
@@ -1187,8 +1181,10 @@ async def named_projects(
     """The projects the message names (``projects``, default the user's
     known ones), with every other name of theirs (memory/projects.py): a
     fact filed under a project's old name counts as the named project's."""
-    aliases = await engine.project_aliases(user)
-    known = await engine.known_projects(user) if projects is None else frozenset(projects)
+    if projects is None:  # one read of the aliases (known_projects would read them again)
+        known, aliases = await engine.projects_and_aliases(user)
+    else:
+        known, aliases = frozenset(projects), await engine.project_aliases(user)
     named = _named_projects(query, known | frozenset(aliases) | frozenset(aliases.values()))
     return linked_projects(aliases, named) if named and aliases else named
 

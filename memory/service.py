@@ -31,7 +31,8 @@ from .format import fit_budget
 from .forgetting import Forgotten, erase_planned, event_hit, plan_erasure, repeats_forgotten
 from .neighbours import earned
 from .groupnotes import citing, forget_group, move_group
-from .groupowner import group_owner, is_group_owner
+from .groupowner import group_owner, is_group_owner, logged_owner
+from .namesakes import GroupNames, Namesakes
 from .scope import Chat
 from .redact import redact_credentials
 from .retrieval import DATED_EVENTS_MAX, MAX_QUERY_CHARS, Retriever
@@ -133,6 +134,7 @@ class SqliteMemory(MemoryBackend):
         # Group commit (memory/batch.py): the turns concurrent chats buffer
         # now are one multi-row INSERT, one round trip to the writer thread.
         self._buffer_rows = RowBatcher(engine.db, insert_statement(_INSERT_LINE, 12), 12)
+        self.namesakes = Namesakes(engine.db)  # for the chat prompt's same-name tags (memory/namesakes.py)
 
     def on_buffered(self, listener: BufferListener) -> None:
         """Call ``listener(owner)`` after turns of ``owner`` were buffered."""
@@ -433,7 +435,7 @@ class SqliteMemory(MemoryBackend):
             out.buffered_lines = plan.buffered_lines
         if out.erased:
             await self.engine.purge_erased()
-            log.info("memories forgotten at the user's request", owner=user, erased=len(out.erased),
+            log.info("memories forgotten at the user's request", owner=logged_owner(user), erased=len(out.erased),
                      buffered_lines=out.buffered_lines)
             if self.files is not None:
                 # What was imported from their files goes there too: a MEMORY.md
@@ -455,11 +457,21 @@ class SqliteMemory(MemoryBackend):
         return ErasedAll(memories=counts["memories"], events=counts["events"], waiting=counts["buffered"],
                          group_notes=counts.get("group notes", 0))
 
+    async def drained(self) -> None:
+        """The turns queued for the buffer's group commit, written now: an
+        erasure made next (the memory page's of a group note) sees them."""
+        await self._buffer_rows.drain()
+
     async def forget_group(self, channel: str, chat_id: str) -> int:
         """The bot was removed from the group: its own memory (notes, days,
         waiting lines; memory/groupnotes.py) goes, for good. How many rows."""
         await self._buffer_rows.drain()  # its lines queued now would land after the erasure
         return sum((await forget_group(self.engine, channel, chat_id)).values())
+
+    async def shared_names(self, channel: str, chat_id: str) -> GroupNames:
+        """What the group's memory says of its members' names, for the chat
+        prompt's same-name tags (memory/namesakes.py: read once per change)."""
+        return await self.namesakes.shared(group_owner(channel, chat_id))
 
     async def forget_group_notes(self, chat: Chat, refs: Sequence[str], *, by: str) -> Forgotten:
         """A member asked, in the group, to forget notes of the group's own
@@ -699,6 +711,9 @@ class SqliteMemory(MemoryBackend):
         else:
             async with self.engine.db.transaction() as conn:
                 await conn.executemany(_LINE_VALUES, lines)
+        for h in heard:
+            if h[5] == "user":
+                self.namesakes.heard(h[0], h[-1], h[-2])  # committed: a read from now on sees it
         for owner in dict.fromkeys([*(t.owner for t in turns), *(h[0] for h in heard)]):
             await self._notify(owner)
 

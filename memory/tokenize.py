@@ -31,6 +31,7 @@ __all__ = [
     "GLUE_BIGRAM_WEIGHT",
     "TOKENIZER_VERSION",
     "UNIGRAM_WEIGHT",
+    "ZH_CONTENT_BIGRAMS",
     "index_terms",
     "index_text",
     "normalize",
@@ -68,6 +69,22 @@ STOP_ZH_WORDS = frozenset(
 )
 # Single characters that are grammar, not topic.
 STOP_ZH_CHARS = frozenset("的了是吗呢吧啊么我你他她它在有和就也都这那个一不要会说过来去很还想把被给让上下中里到得地着们吧呀哦嗯")
+# Common content words with one grammar character, which weigh as words,
+# not as glue: 上 of 上面 is grammar, of 上海 and 上班 it is not. Written
+# from general knowledge of the language (places, things, events,
+# feelings), not from any data set; function compounds (一起, 起来, 觉得,
+# 有点), relative time words (上周, 去年: §7 reads them) and words that
+# often straddle two others (有名 of 没有名字, 心得 of 开心得, 个人 of
+# 一个人) are left out. No grammar character is a content word's part
+# more often than glue's: 地 in 0.34 of its bigrams in MADial's Chinese
+# texts, 上 0.20 (docs/RETRIEVAL.md §9, session 36).
+ZH_CONTENT_BIGRAMS = frozenset(
+    """上海 上班 上学 上课 上网 上山 上衣 上司 上市 楼上 网上 下班 下课 下雨 下雪 下载 下棋 楼下 乡下 中国
+    中文 中学 中心 中秋 中药 中医 中餐 高中 初中 会议 开会 聚会 晚会 机会 社会 约会 宴会 舞会 会员 会计
+    大会 地方 地铁 地图 地址 地球 地震 地板 草地 土地 场地 工地 地点 难过 过敏 过期 过年 过节 过程 有趣
+    想法 想念 理想 梦想 思想 幻想 想象 小说 传说 摘要 纪要 未来 将来 迟到 了解 着急 个性 个子 和平 暖和
+    不安 公里 家里 说明 被子 要求 主要 重要""".split()
+)
 
 # Time-frame words say when, not what: "what should I cook right now?" is
 # about cooking, not about every fact that says "now". Cut from a query
@@ -81,8 +98,11 @@ _FRAME = re.compile(
 )
 
 UNIGRAM_WEIGHT = 0.3  # a character inside a longer run: weak evidence on its own
-GLUE_BIGRAM_WEIGHT = 0.4  # a bigram straddling a grammar character (喜欢的 -> 欢的)
-# Both are public: memory/filestore.py weighs its query terms with them too.
+# A bigram straddling a grammar character (喜欢的 -> 欢的): no more evidence
+# than one character of it (0.4 until session 36: MADial zh one query up
+# anywhere from 0.1 to 0.3, docs/RETRIEVAL.md §9).
+GLUE_BIGRAM_WEIGHT = 0.3
+# Public, with ZH_CONTENT_BIGRAMS: memory/filestore.py weighs its query terms with them too.
 
 _stemmer = snowballstemmer.stemmer("english")
 
@@ -215,7 +235,7 @@ def _query_terms(text: str) -> list[tuple[str, float]]:
             glue = bg[0] in STOP_ZH_CHARS or bg[1] in STOP_ZH_CHARS
             if glue and bg[0] in STOP_ZH_CHARS and bg[1] in STOP_ZH_CHARS:
                 continue
-            put(bg, GLUE_BIGRAM_WEIGHT if glue else 1.0)
+            put(bg, GLUE_BIGRAM_WEIGHT if glue and bg not in ZH_CONTENT_BIGRAMS else 1.0)
         for ch in cjk:
             if ch not in STOP_ZH_CHARS:
                 put(ch, UNIGRAM_WEIGHT)

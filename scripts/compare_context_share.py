@@ -18,6 +18,14 @@ enough) up to ``--hi`` (it says nothing) over ``--k``:
   relevance (the context terms as a query of their own, normalised by
   their own mass): whether the message finds less than its context does.
 
+And one that keeps the share but changes how a memory adds its context
+matches (session 36, branch stopzh36):
+
+* ``decay``: a memory's context terms count in the order of their BM25
+  part, the i-th (from 0) times ``--gamma`` ** i: its best context match
+  counts whole, each further one less, so one rare word of the earlier
+  lines is not outnumbered by several common ones of an old topic.
+
 A measurement, not a product path: it wraps the retriever's candidate
 step in this process only (the list of query terms it is given is the one
 the memories are then scored with, so rescaling it there rescales both).
@@ -48,7 +56,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_recall  # noqa: E402
 
 from memory import retrieval  # noqa: E402
-from memory.mood import is_mood_term  # noqa: E402
+from memory.cues import CUE_MARK  # noqa: E402
+from memory.mood import MOOD_TERMS, is_mood_term  # noqa: E402
 from memory.retrieval import CONTEXT_WEIGHT, QueryTerm  # noqa: E402
 
 SETS = ("locomo_turns", "locomo_observations", "madial_zh", "madial_en")
@@ -136,9 +145,38 @@ def patched(original: Any, signal: str, hi: float, k: float) -> Any:
     return candidates
 
 
+def decayed(gamma: float) -> tuple[Any, Any]:
+    """``_Relevance``'s ``__init__`` and ``__call__`` with each memory's
+    context matches counted in decreasing order, the i-th times gamma ** i."""
+    init, call = retrieval._Relevance.__init__, retrieval._Relevance.__call__
+    ctx_terms: dict[int, frozenset[str]] = {}
+
+    def new_init(self: Any, q: Sequence[QueryTerm], idf: dict[str, float], avg_len: float) -> None:
+        init(self, q, idf, avg_len)
+        ctx_terms[id(self)] = frozenset(x.term for x in q if _context(x) and x.term != retrieval.WHEN_TERM)
+
+    def new_call(self: Any, doc: str, dated: bool = False) -> float:
+        got: float = call(self, doc, dated)
+        ctx = ctx_terms.get(id(self), frozenset())
+        at = doc.find(CUE_MARK)
+        text = doc[:at].rstrip(" ") if at >= 0 else doc
+        toks = text.split(" ")
+        held = [t for t in dict.fromkeys(toks) if t in ctx and t in self.weights]
+        if len(held) < 2:
+            return got
+        n = len(toks) - sum(toks.count(m) for m in MOOD_TERMS)
+        norm = retrieval._K1 * (1.0 - retrieval._B + retrieval._B * max(n, 1) / self.avg_len)
+        parts = sorted((self.weights[t] * (f := toks.count(t)) * (retrieval._K1 + 1.0) / (f + norm) for t in held),
+                       reverse=True)
+        return got + float(sum(c * (gamma**i - 1.0) for i, c in enumerate(parts))) / float(self.mass)
+
+    return new_init, new_call
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    ap.add_argument("signal", choices=["mass", "rel", "ratio"])
+    ap.add_argument("signal", choices=["mass", "rel", "ratio", "decay"])
+    ap.add_argument("--gamma", type=float, nargs="+", default=[0.5], help="decay: the i-th context match x gamma ** i")
     ap.add_argument("--hi", type=float, nargs="+", default=[0.8], help="the share when the message says nothing")
     ap.add_argument("--k", type=float, nargs="+", default=[2.0], help="v at which the share is back to 0.4")
     ap.add_argument("--no-locomo", action="store_true", help="MADial only (LoCoMo's questions have no context)")
@@ -148,6 +186,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     madial = a.locomo_context == 0  # the stress test is LoCoMo's
     original = retrieval.Retriever._candidates
     base = asyncio.run(per_query(a.data, a.locomo_context, madial, not a.no_locomo))
+    if a.signal == "decay":
+        init, call = retrieval._Relevance.__init__, retrieval._Relevance.__call__
+        for g in a.gamma:
+            retrieval._Relevance.__init__, retrieval._Relevance.__call__ = decayed(g)  # type: ignore[method-assign]
+            new = asyncio.run(per_query(a.data, a.locomo_context, madial, not a.no_locomo))
+            retrieval._Relevance.__init__, retrieval._Relevance.__call__ = init, call  # type: ignore[method-assign]
+            print(f"== decay gamma {g} (locomo-context {a.locomo_context})")
+            for name in base:
+                print(summary(name, base[name], new[name]))
+            sys.stdout.flush()
+        return 0
     for hi in a.hi:
         for k in a.k:
             retrieval.Retriever._candidates = patched(original, a.signal, hi, k)  # type: ignore[method-assign]

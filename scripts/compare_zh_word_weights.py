@@ -18,6 +18,23 @@ against the current weights, query by query:
   weighs ``--glue-word``, a bigram without grammar characters with
   r < ``--theta`` weighs ``--non-word`` of its weight.
 
+The grammar characters themselves (session 36, branch stopzh36):
+
+* ``words``: a glue bigram in a hand-written list of common content words
+  with a grammar character (``tokenize.ZH_CONTENT_BIGRAMS``: 上海, 上班,
+  会议, 地铁, 难过, 有趣 …; with ``--times``, also the times of day 上午,
+  中午, 晚上 …)
+  weighs ``--glue-word`` instead of 0.4, the other glue bigrams
+  ``--glue-rest``.
+* ``drop``: the characters ``--chars`` are no grammar characters in the
+  query (their bigrams weigh 1, the character itself 0.3).
+* ``cohesion --chars``: cohesion (above) only for glue bigrams whose
+  grammar character is one of ``--chars``.
+* ``glue``: every glue bigram weighs ``--glue-word`` instead of 0.4 (the
+  tokenizer's constant); with ``--context-glue``, those of the context
+  turns weigh that instead (then x 0.4, as every context term) and the
+  message's stay as ``--glue-word`` gives them.
+
 And the characters (session 36), by the collection's counts:
 
 * ``rare-char``: a CJK character of a longer run (weight 0.3) held by under
@@ -80,6 +97,13 @@ def _glue(bg: str) -> bool:
     return bg[0] in STOP_ZH_CHARS or bg[1] in STOP_ZH_CHARS
 
 
+# The tokenizer's list since session 36 (``tokenize.ZH_CONTENT_BIGRAMS``:
+# measured here before it was the tokenizer's; at that commit and after,
+# ``words --glue-word 0.4 --glue-rest 0.4`` is the weighting before it).
+CONTENT_GLUE_WORDS = tokenize.ZH_CONTENT_BIGRAMS
+TIMES_OF_DAY = frozenset("上午 中午 下午 早上 晚上".split())
+
+
 def weigh_by_dict(words: dict[str, int], glue_word: float, non_word: float) -> Weigher:
     def weigh(run: str, i: int) -> float | None:
         bg = run[i : i + 2]
@@ -115,6 +139,24 @@ def weigh_by_segments(glue_word: float, non_word: float) -> Weigher:
     return weigh
 
 
+def patch_glue(glue_word: float, context_glue: float | None) -> None:
+    """The glue weight (``tokenize.GLUE_BIGRAM_WEIGHT``) set to
+    ``glue_word``; the context turns' glue bigrams (not the known content
+    words) to ``context_glue`` when given (0: left out)."""
+    tokenize.GLUE_BIGRAM_WEIGHT = glue_word
+    if context_glue is None:
+        return
+    turn_terms = retrieval._turn_terms
+
+    def context_terms(turn: str) -> tuple[tuple[str, float], ...]:
+        out = [(t, context_glue if _BIGRAM.match(t) and _glue(t) and t not in CONTENT_GLUE_WORDS else w)
+               for t, w in turn_terms(turn)]
+        return tuple((t, w) for t, w in out if w > 0)
+
+    context_terms.cache_clear = turn_terms.cache_clear  # type: ignore[attr-defined]
+    retrieval._turn_terms = context_terms  # type: ignore[assignment]
+
+
 def patch_query_weights(weigh: Weigher) -> None:
     """The tokenizer's query weighting, with ``weigh`` deciding each bigram."""
     base = tokenize._query_terms
@@ -136,7 +178,7 @@ def patch_query_weights(weigh: Weigher) -> None:
     tokenize._query_terms = query_terms
 
 
-def patch_cohesion(theta: float, glue_word: float, non_word: float) -> None:
+def patch_cohesion(theta: float, glue_word: float, non_word: float, only: frozenset[str] = frozenset()) -> None:
     """Bigram weights from the collection's document counts, set before the
     retriever's candidate step (which the relevance then reads too)."""
     base = retrieval.Retriever._candidates
@@ -152,6 +194,8 @@ def patch_cohesion(theta: float, glue_word: float, non_word: float) -> None:
                 if not chars or min(chars) == 0:
                     continue
                 r = df.get(x.term, 0) / min(chars)
+                if only and not (_glue(x.term) and only & set(x.term)):
+                    continue  # only the glue bigrams of these grammar characters
                 if _glue(x.term) and r >= theta:
                     q[i] = retrieval.QueryTerm(x.term, x.weight * glue_word / tokenize.GLUE_BIGRAM_WEIGHT, x.from_query)
                 elif not _glue(x.term) and r < theta:
@@ -258,7 +302,12 @@ def patch_char_in_another_word(max_df: int, char_word: float) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    ap.add_argument("signal", choices=["dict", "seg", "cohesion", "rare-char", "char-syn"])
+    ap.add_argument("signal", choices=["dict", "seg", "cohesion", "rare-char", "char-syn", "words", "drop", "glue"])
+    ap.add_argument("--context-glue", type=float, default=None, help="glue: the context turns' glue bigrams")
+    ap.add_argument("--chars", default="", help="drop: characters that are no grammar; cohesion: only these")
+    ap.add_argument("--times", action="store_true", help="words: also the times of day (上午, 中午, 晚上 …)")
+    ap.add_argument("--glue-rest", type=float, default=0.4, help="words: the glue bigrams not in the list")
+    ap.add_argument("--exclude", default="", help="words: leave these out of the list (space-separated)")
     ap.add_argument("--max-df", type=int, default=2, help="char-syn: rows a rare character is in at most")
     ap.add_argument("--char-word", type=float, default=0.3, help="rare-char: a rare character's weight (0.3: as now)")
     ap.add_argument("--glue-word", type=float, default=0.4, help="a glue bigram that is a word (0.4: as now)")
@@ -278,10 +327,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         patch_query_weights(weigh_by_segments(a.glue_word, a.non_word))
     elif a.signal == "char-syn":
         patch_char_in_another_word(a.max_df, a.char_word)
+    elif a.signal == "words":
+        listed = (CONTENT_GLUE_WORDS | (TIMES_OF_DAY if a.times else frozenset())) - set(a.exclude.split())
+        patch_query_weights(weigh_by_dict(dict.fromkeys(listed, 1), a.glue_word, 1.0))
+        tokenize.GLUE_BIGRAM_WEIGHT = a.glue_rest
+    elif a.signal == "glue":
+        patch_glue(a.glue_word, a.context_glue)
+    elif a.signal == "drop":
+        tokenize.STOP_ZH_CHARS = frozenset(STOP_ZH_CHARS - set(a.chars))
     elif a.signal == "rare-char":
         patch_rare_chars(a.theta, a.char_word)
     else:
-        patch_cohesion(a.theta, a.glue_word, a.non_word)
+        patch_cohesion(a.theta, a.glue_word, a.non_word, frozenset(a.chars))
     retrieval._turn_terms.cache_clear()
     new = asyncio.run(per_query(a.data, only, a.locomo_context))
     for name in base:

@@ -52,6 +52,7 @@ from memory.types import GLOBAL_OWNER, Hit, Memory
 
 __all__ = [
     "EDITABLE",
+    "GROUP_NOTE_EDITABLE",
     "AdminError",
     "Conflict",
     "Edited",
@@ -69,6 +70,7 @@ __all__ = [
 
 JOB = "web"
 EDITABLE = ("content", "category", "importance", "tier", "project", "topic", "search_terms")
+GROUP_NOTE_EDITABLE = ("content", "search_terms")  # a group's note: its words; who said it is not the page's to change
 DEFAULT_IMPORTANCE = 0.7  # as `myclaw memory add`
 
 
@@ -279,6 +281,10 @@ class MemoryAdmin:
         # drains the buffer writes queued in that process, whose group lines
         # would otherwise land after the erasure. None: memory.db alone.
         self.wipe_group: Callable[[str, str], Awaitable[int]] | None = None
+        # The gateway's queued buffer writes, written now (``SqliteMemory.drained``):
+        # a group note's erasure takes the lines that repeat it, and one queued
+        # would land after it. None: memory.db alone.
+        self.drain_lines: Callable[[], Awaitable[None]] | None = None
         # Who the gateway keeps anything of beside memory (its UserData.owners,
         # cached: gateway/web/_kept_owners.py), listed by users() too. None: memory.db alone.
         self.kept_owners: Callable[[], Awaitable[builtins.list[str]]] | None = None
@@ -331,6 +337,75 @@ class MemoryAdmin:
         if self.wipe_group is not None:
             return await self.wipe_group(channel, chat_id)
         return sum((await forget_group(self.engine, channel, chat_id)).values())
+
+    async def group_notes(self, place: str, *, limit: int = 200) -> builtins.list[Memory]:
+        """One group's active notes, newest first (memory/groupnotes.py)."""
+        owner = group_owner(*parse_group(place))
+        rows = await self.engine.db.fetchall(
+            "SELECT * FROM memories WHERE owner = ? AND status = 'active' ORDER BY id DESC LIMIT ?", (owner, limit))
+        return [row_to_memory(r) for r in rows]
+
+    async def group_note(self, memory_id: int, place: str) -> Memory:
+        """The note ``memory_id`` of the group ``place``; refused when it is
+        not that group's (a stale page, a person's memory)."""
+        channel, chat_id = parse_group(place)
+        m = await self.engine.get(memory_id)
+        if m is None or m.owner != group_owner(channel, chat_id):
+            raise NotFound(f"no note m{memory_id} of the group {channel}:{chat_id}", key="err_group_note",
+                           id=memory_id, group=f"{channel}:{chat_id}")
+        return m
+
+    async def edit_group_note(self, memory_id: int, place: str, fields: dict[str, Any]) -> Edited:
+        """A group note's words (and search terms) changed, as a user's are
+        (:meth:`edit`, logged without the words); who said it stays as it was."""
+        changes = {k: v for k, v in parse_changes(fields).items() if k in GROUP_NOTE_EDITABLE}
+        if not changes:
+            raise Invalid("nothing to change: give " + ", ".join(GROUP_NOTE_EDITABLE), key="err_nothing",
+                          fields=", ".join(GROUP_NOTE_EDITABLE))
+        m = await self.group_note(memory_id, place)
+        _no_terms_on_credential(changes, m.category)
+        current = editable_values(m)
+        changes = {k: v for k, v in changes.items() if v != current[k]}
+        if not changes:
+            return Edited(m, [])
+        try:
+            async with self.engine.db.transaction() as conn:
+                await self.engine.update(memory_id, conn=conn, **changes)
+                await write_log(conn, at=self.engine.now(), job=JOB, owner=m.owner, action="edit", memory_id=memory_id,
+                                detail={"fields": sorted(changes)})
+        except ValueError as exc:
+            raise Invalid(str(exc)) from None
+        except MemoryNotFound as exc:
+            raise NotFound(str(exc)) from None
+        if "content" in changes:
+            self._written(m.owner)
+            await self.engine.purge_erased()  # an edit can be a redaction: the old words leave the file
+        return Edited(await self.group_note(memory_id, place), [], before=m)
+
+    async def group_note_plan(self, memory_id: int, place: str) -> tuple[Memory, Erasure]:
+        """What erasing a group note takes with it (its older versions, the
+        lines waiting that repeat it); changes nothing."""
+        m = await self.group_note(memory_id, place)
+        async with self.engine.db.transaction() as conn:
+            return m, await plan_erasure(conn, m.owner, [m])
+
+    async def erase_group_note(self, memory_id: int, place: str) -> Erasure:
+        """For good: the note with its older versions and the group's lines
+        waiting that repeat it (as a member's ``memory_forget`` there does),
+        every row logged. Beside the gateway, its queued buffer writes land
+        first (:attr:`drain_lines`, as the group wipe's), not after."""
+        await self.group_note(memory_id, place)
+        if self.drain_lines is not None:
+            await self.drain_lines()
+        m = await self.group_note(memory_id, place)
+        try:
+            async with self.engine.db.transaction() as conn:
+                plan = await plan_erasure(conn, m.owner, [m])
+                await erase_planned(self.engine, conn, plan, job=JOB, action="erase", buffered=True)
+        except MemoryNotFound as exc:
+            raise NotFound(str(exc)) from None
+        await self.engine.purge_erased()
+        return plan
 
     async def stats(self, owner: str) -> Stats:
         return await self.engine.stats(_clean_owner(owner))

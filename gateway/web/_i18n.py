@@ -53,6 +53,7 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "err_group_owner": ("{user} is a group's own memory, not a person: see it under Groups",
                         "{user} 是群聊的记忆，不是用户：请在“群聊”下查看"),
     "err_group_name": ("a group is named <channel>:<chat_id>, not {group}", "群聊应写作 <channel>:<chat_id>，而不是 {group}"),
+    "err_group_note": ("no note m{id} of the group {group}", "群聊 {group} 没有笔记 m{id}"),
     "err_group_unknown": ("no memory is kept for the group {group}", "没有保存群聊 {group} 的记忆"),
     "user_counts": ("{active} active, {archived} archived, {superseded} superseded",
                     "{active} 条有效，{archived} 条已归档，{superseded} 条旧版本"),
@@ -115,6 +116,8 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "done_archived_all": ("{memories} archived.", "已归档 {memories}。"),
     "done_erased_all": ("{memories} erased for good.", "已永久删除 {memories}。"),
     "done_forgot_group": ("{rows} of the group's memory erased for good.", "已永久删除群聊记忆 {rows}。"),
+    "done_group_note_edited": ("The group's note m{id} saved.", "群聊笔记 m{id} 已保存。"),
+    "done_group_note_erased": ("The group's note m{id} erased for good.", "群聊笔记 m{id} 已永久删除。"),
     "done_retried_set_aside": ("{id} set-aside lines will be tried again at the next extraction run.",
                                "{id} 行暂存的消息将在下次提取时重试。"),
     "done_unshared": ("Memory m{id} is no longer shared with groups.", "记忆 m{id} 已取消共享，群聊不再读到它。"),
@@ -332,6 +335,16 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "erase_row_only": ("Erase this row only", "只删除这一条"),
     "erase_for_good": ("Erase for good", "永久删除"),
     "archive_instead": ("Archive instead", "改为归档"),
+    "group_notes_h": ("The group {group}'s notes", "群聊 {group} 的笔记"),
+    "group_notes_empty": ("No notes kept for this group", "这个群聊没有保存笔记"),
+    "said_by_names": ("said by {names}", "{names} 说的"),
+    "edit_group_note": ("Edit the group's note m{id}", "编辑群聊笔记 m{id}"),
+    "erase_group_note_q": ("Erase the group's note m{id} for good?", "永久删除群聊笔记 m{id}？"),
+    "erase_group_note_text": ("This deletes it from the database; it cannot be restored. Its older versions go with it, "
+                              "and the group's messages still waiting for extraction that repeat it, so the bot does "
+                              "not learn it again.",
+                              "这会把它从数据库中删除，无法恢复。它的旧版本也会删除，群聊中仍在等待提取、重复它的消息也会删除，"
+                              "免得机器人再次学到它。"),
     "erase_all_q": ("Erase all {memories} of {user} for good?", "永久删除 {user} 的全部 {memories}？"),
     "erase_all_text": ("Every memory of <b>{user}</b>, active, archived and superseded, is deleted from the database. "
                        "This cannot be undone. Their conversation summaries, history, scheduled jobs and files stay: "
@@ -405,7 +418,7 @@ LOG_WORDS_ZH: dict[str, str] = {
     "merge_rejected": "拒绝合并", "profile_rejected": "拒绝写入档案", "promote": "提升为个人档案",
     "promote_held": "暂缓提升", "merge_kept": "合并未改动", "profile_kept": "档案未改动", "demote": "降为知识", "demote_held": "暂缓降级", "reinforce": "强化", "profile_read": "档案已读入",
     "recall": "回想", "decay": "衰减", "drop": "丢弃", "skip": "跳过", "backlog": "积压", "run": "运行",
-    "set-aside": "暂存", "retry-set-aside": "重试暂存", "share": "共享", "unshare": "取消共享",
+    "set-aside": "暂存", "retry-set-aside": "重试暂存", "share": "共享", "unshare": "取消共享", "retag": "标出同名",
 }
 
 

@@ -15,6 +15,10 @@ Pages (GET renders, POST changes and redirects back with a short notice)::
     GET  /memory/erase | archive-all | erase-all ?id= or ?user=, &back=   the confirmation page (a link)
     POST /memory/add | edit | archive | restore | erase | archive-all | erase-all | retry-set-aside | unshare
     POST /memory/undo            token= (from an edit's, archive-all's or unshare's notice): put back what it changed
+    GET  /memory/group?group=<channel>:<chat_id>   a group's own notes (memory/groupnotes.py), each with Edit and Erase
+    GET  /memory/group-note/edit | erase ?id=&group=&back=   one group note's edit form, its erasure's confirmation
+    POST /memory/group-note/edit | erase   id=, group= (+ content, search_terms | confirm=yes): that group's note only
+    GET  /memory/forget-group?group=  /  POST /memory/forget-group   a group's whole memory, after a confirmation
 
 ``erase`` and ``archive-all`` without ``confirm=yes`` answer with a
 confirmation page; ``erase-all`` also needs the user name typed again.
@@ -57,6 +61,7 @@ from gateway.datalock import ChatRunning
 from gateway.cli._common import memory_dict, near_handles
 from gateway.export import MIME, Spool, UserExport, write_markdown
 from gateway.http import HttpServer
+from memory.groupowner import logged_owner
 from memory.identity import IdentityMap
 from memory.service import SqliteMemory
 from memory.sharing import shared_places
@@ -75,6 +80,9 @@ from ._views import (
     PageContext,
     clear_confirm_page,
     forget_group_page,
+    group_note_edit_page,
+    group_note_erase_page,
+    group_page,
     count_memories,
     detail_page,
     edit_page,
@@ -261,6 +269,9 @@ class MemoryWeb:
             ("GET", "/memory/archive-all", page(self._confirm(self._archive_all))),
             ("GET", "/memory/erase-all", page(self._confirm(self._erase_all))),
             ("GET", "/memory/forget-group", page(self._confirm(self._forget_group))),
+            ("GET", "/memory/group", page(self._group)),
+            ("GET", "/memory/group-note/edit", page(self._group_note_form)),
+            ("GET", "/memory/group-note/erase", page(self._confirm(self._erase_group_note))),
             ("GET", "/memory/log", page(self._log)),
             ("GET", "/memory/export", page(self._export)),
             ("POST", "/memory/login", self._login),
@@ -275,6 +286,8 @@ class MemoryWeb:
             ("POST", "/memory/archive-all", page(self._archive_all, post=True)),
             ("POST", "/memory/erase-all", page(self._erase_all, post=True)),
             ("POST", "/memory/forget-group", page(self._forget_group, post=True)),
+            ("POST", "/memory/group-note/edit", page(self._edit_group_note, post=True)),
+            ("POST", "/memory/group-note/erase", page(self._erase_group_note, post=True)),
             ("POST", "/memory/retry-set-aside", page(self._retry_set_aside, post=True)),
             ("POST", "/memory/unshare", page(self._unshare, post=True)),
             ("POST", "/memory/undo", page(self._undo, post=True)),
@@ -774,6 +787,50 @@ class MemoryWeb:
         n = await self.admin.forget_group(place)
         log.info("memory page: a group's memory erased", rows=n)  # the group's id is a chat's: not logged
         return _redirect(_with_notice("/memory", "forgot_group", n))
+
+    async def _group(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
+        """One group's own notes, each editable and erasable."""
+        channel, chat_id = parse_group(str(data.get("group") or ""))
+        place = f"{channel}:{chat_id}"
+        found = [g for g in ctx.groups if g.place == place]
+        if not found:
+            raise NotFound(f"no memory is kept for the group {place}", key="err_group_unknown", group=place)
+        ctx.flash = _notice(ctx.t, data)
+        ctx.back = url("/memory/group", group=place)
+        return _html(group_page(ctx, found[0], await self.admin.group_notes(place)), ctx.nonce)
+
+    def _group_back(self, data: Data, place: str) -> str:
+        return _strip_notice(safe_back(data.get("back"), url("/memory/group", group=place)))
+
+    async def _group_note_form(self, request: web.Request, ident: Identity, ctx: PageContext,
+                               data: Data) -> web.StreamResponse:
+        place = str(data.get("group") or "")
+        m = await self.admin.group_note(_int(data.get("id"), "id"), place)
+        ctx.back = self._group_back(data, place)
+        return _html(group_note_edit_page(ctx, place, m), ctx.nonce)
+
+    async def _edit_group_note(self, request: web.Request, ident: Identity, ctx: PageContext,
+                               data: Data) -> web.StreamResponse:
+        place = str(data.get("group") or "")
+        done = await self.admin.edit_group_note(_int(data.get("id"), "id"), place, data)
+        m = done.memory
+        # The group's id is a chat's: logged by its tag (memory/groupowner.py), as the erasure logs it.
+        log.info("memory page: group note edited", memory_id=m.id, owner=logged_owner(m.owner))
+        return _redirect(_with_notice(self._group_back(data, place), "group_note_edited", m.id, f"#m{m.id}"))
+
+    async def _erase_group_note(self, request: web.Request, ident: Identity, ctx: PageContext,
+                                data: Data) -> web.StreamResponse:
+        place = str(data.get("group") or "")
+        memory_id = _int(data.get("id"), "id")
+        if data.get("confirm") != "yes":
+            m, plan = await self.admin.group_note_plan(memory_id, place)
+            ctx.back = self._group_back(data, place)
+            return _html(group_note_erase_page(ctx, place, m, plan), ctx.nonce)
+        plan = await self.admin.erase_group_note(memory_id, place)
+        m = plan.named[0]
+        log.info("memory page: group note erased", memory_id=m.id, owner=logged_owner(m.owner),
+                 with_rows=len(plan.memory_ids) - 1)
+        return _redirect(_with_notice(self._group_back(data, place), "group_note_erased", m.id))
 
     # -- JSON API ----------------------------------------------------------------
 

@@ -52,7 +52,7 @@ STATUS_TABS = ("active", "archived", "superseded", "all")
 # The notices a POST's redirect names (``?done=``): catalogue keys ``done_<name>``.
 DONE = ("added", "exists", "edited", "edited_entries", "archived", "restored", "erased", "erased_cascade",
         "archived_all", "erased_all", "retried_set_aside", "undone_edit", "undone_archive_all", "unshared",
-        "undone_unshare", "forgot_group")
+        "undone_unshare", "forgot_group", "group_note_edited", "group_note_erased")
 
 
 def e(value: object) -> str:
@@ -513,7 +513,7 @@ def _picker(ctx: PageContext) -> str:
         for u in ctx.users
     )
     groups = "".join(
-        f'<li><a href="{e(url("/memory/forget-group", group=g.place))}" title="{e(g.place)}">'
+        f'<li><a href="{e(url("/memory/group", group=g.place))}" title="{e(g.place)}">'
         f'<span>{e(ctx.names.get(g.place) or g.place)}</span>'
         f'<span class="count">{e(t.count("note", g.notes))}</span></a></li>'
         for g in ctx.groups
@@ -523,6 +523,64 @@ def _picker(ctx: PageContext) -> str:
                   f'<p class="muted hint">{e(t("groups_hint"))}</p><ul>{groups}</ul>')
     return (f'<nav class="users" aria-label="{e(t("users_nav"))}"><h2>{e(t("users"))}</h2><ul>{items}</ul>'
             f'{groups}</nav>')
+
+
+def group_page(ctx: PageContext, group: GroupSummary, notes: Sequence[Memory]) -> str:
+    """One group's own notes (memory/groupnotes.py), each with who said it,
+    an edit and an erase link; and the erasure of the group's whole memory."""
+    t = ctx.t
+    name = ctx.names.get(group.place) or group.place
+    title = t("group_notes_h", group=name)
+    back = url("/memory/group", group=group.place)
+    cards = "".join(
+        f"""<article class="card" id="m{m.id}"><p class="content">{e(m.content)}</p>
+<div class="meta"><span class="badge">{e(t("said_by_names", names=", ".join(m.provenance.said_by) or "?"))}</span>
+<span>m{m.id} · {e(t.when(m.created_at))}</span></div>
+<div class="actions"><a class="button" href="{e(url("/memory/group-note/edit", id=m.id, group=group.place, back=back))}"
+ aria-label="{e(t("edit"))} m{m.id}">{e(t("edit"))}</a>
+<a class="button danger" href="{e(url("/memory/group-note/erase", id=m.id, group=group.place, back=back))}"
+ aria-label="{e(t("erase_dots"))} m{m.id}">{e(t("erase_dots"))}</a></div></article>"""
+        for m in notes
+    ) or f'<div class="empty"><h3>{e(t("group_notes_empty"))}</h3></div>'
+    body = f"""<div class="head"><h2>{e(title)}</h2></div>
+<p class="muted">{e(t("groups_hint"))}</p>{cards}
+<details class="danger"><summary>{e(t("forget_group"))}</summary>
+<a class="button danger" href="{e(url("/memory/forget-group", group=group.place, back=back))}">{e(t("forget_group"))}</a></details>"""
+    return layout(ctx, title, body)
+
+
+def group_note_edit_page(ctx: PageContext, place: str, m: Memory) -> str:
+    """A group note's edit form: its words and search terms (who said it stays)."""
+    t = ctx.t
+    title = t("edit_group_note", id=m.id)
+    terms = ", ".join(m.search_terms)
+    form = (f'<form method="post" action="/memory/group-note/edit">{_hidden(ctx, id=m.id, group=place)}'
+            f'<label class="wide">{e(t("content"))}<textarea name="content" rows="3" required maxlength="4000">'
+            f'{e(m.content)}</textarea></label>'
+            f'<label class="wide">{e(t("search_terms_label"))}<input name="search_terms" value="{e(terms)}"'
+            f' maxlength="600"></label>'
+            f'<div class="actions"><button type="submit" class="primary">{e(t("save"))}</button>'
+            f'<a class="button" href="{e(ctx.back)}">{e(t("cancel"))}</a></div></form>')
+    return layout(ctx, title, f'<div class="head"><h2>{e(title)}</h2></div>'
+                              f'<p class="muted">{e(t("said_by_names", names=", ".join(m.provenance.said_by) or "?"))}</p>{form}')
+
+
+def group_note_erase_page(ctx: PageContext, place: str, m: Memory, plan: Erasure) -> str:
+    """The confirmation of erasing one group note, with what goes with it."""
+    t = ctx.t
+    built = ""
+    if plan.versions:
+        built = (f"<p>{e(t('versions_of', versions=t.count('version', len(plan.versions))))}</p>"
+                 + _linked_memories(t, plan.versions))
+    title = t("erase_group_note_q", id=m.id)
+    body = f"""<div class="confirm"><h2>{e(title)}</h2>
+<p class="content">{e(m.content)}</p>
+<p>{e(t("erase_group_note_text"))}</p>
+{built}
+<div class="actions">{_post(ctx, "/memory/group-note/erase", t("erase_for_good"), cls="danger solid", id=m.id, group=place,
+                            confirm="yes")}
+<a class="button" href="{e(ctx.back)}">{e(t("cancel"))}</a></div></div>"""
+    return layout(ctx, title, body)
 
 
 def forget_group_page(ctx: PageContext, group: GroupSummary) -> str:

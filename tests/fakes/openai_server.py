@@ -3,7 +3,9 @@
 Replies come from a script (``queue_reply`` / ``queue_error``) or from a
 ``responder`` callable; with neither, it answers ``"ok"``. Every request body
 is recorded in ``requests`` so tests can assert on the exact prompt the LLM
-received.
+received; ``chat_requests()`` / ``last_chat()`` are the gateway's chat
+requests alone and ``memory_requests(kind)`` the memory model's
+(:func:`request_kind`), which background work can interleave with them.
 
 A message's ``content`` is a string or, as the real API takes it, a list of
 content parts: ``{"type": "text", "text"}`` and, in user messages only,
@@ -61,7 +63,8 @@ from aiohttp import web
 from gateway.http import stop_listening
 
 __all__ = [
-    "BLIND_WORDINGS", "FakeOpenAI", "Reply", "embedding_tokens", "fake_embedding", "images", "said", "split_user_content", "text_of",
+    "BLIND_WORDINGS", "MEMORY_KINDS", "FakeOpenAI", "Reply", "RequestKind", "embedding_tokens", "fake_embedding", "images",
+    "request_kind", "said", "split_user_content", "text_of",
 ]
 
 _WORD = re.compile(r"\w+")
@@ -149,6 +152,36 @@ def extraction_lines(body: dict[str, Any]) -> list[tuple[int, str]]:
     if not body.get("response_format"):
         return []
     return [(int(n), words) for n, words in _USER_LINE.findall(text_of(body["messages"][-1].get("content")))]
+
+
+# The memory model's calls by the opening of their system prompt
+# (memory/llm.py EXTRACT_SYSTEM, MERGE_SYSTEM, PROFILE_SYSTEM), each sent in
+# JSON mode (``complete_json``); the gateway's chat requests never set
+# ``response_format``. tests/fakes/test_openai_server.py sends each kind
+# with the product's own clients, so a prompt reworded fails there first.
+MEMORY_KINDS = {
+    "extract": "You are a memory extraction engine.",
+    "merge": "You consolidate a user's stored memories",
+    "profile": "You maintain a user's core profile",
+}
+RequestKind = Literal["chat", "extract", "merge", "profile", "json"]
+
+
+def request_kind(body: dict[str, Any]) -> RequestKind:
+    """What a chat-completions request is: ``"chat"`` (a turn's or a cron
+    job's model call, the agent's: no ``response_format``), a memory model
+    call by its system prompt (``"extract"``: a day's or a window's batch,
+    a group's notes, compression's events; ``"merge"``: the weekly
+    consolidation; ``"profile"``: the Core Memory refresh), or ``"json"``
+    (another JSON-mode call)."""
+    if not body.get("response_format"):
+        return "chat"
+    messages = body.get("messages") or [{}]
+    system = text_of(messages[0].get("content")) if messages[0].get("role") == "system" else ""
+    for kind, opening in MEMORY_KINDS.items():
+        if system.startswith(opening):
+            return kind  # type: ignore[return-value]
+    return "json"
 
 
 _DATA_URL = re.compile(r"^data:(image/[a-z0-9.+-]+);base64,(.*)$", re.DOTALL)
@@ -277,6 +310,11 @@ class Reply:
     # ``: keep-alive`` comment before each event, and each event written
     # in two sends cut inside its ``data:`` line.
     ragged: bool = False
+    # Set: a scripted reply that answers only a request of this kind
+    # (:func:`request_kind`); requests of other kinds pass it by. A turn's
+    # scripted answer is then not taken by an extraction a clock step set
+    # off in the background.
+    for_kind: RequestKind | None = None
 
 
 Responder = Callable[[dict[str, Any]], "Reply | Awaitable[Reply]"]
@@ -341,8 +379,18 @@ class FakeOpenAI:
         """The next chat request is answered with ``reply``, as scripted."""
         self._script.append(reply)
 
-    def queue_reply(self, content: str | None = "ok", tool_calls: list[dict[str, Any]] | None = None) -> None:
-        self._script.append(Reply(content=content, tool_calls=tool_calls or []))
+    def queue_reply(self, content: str | None = "ok", tool_calls: list[dict[str, Any]] | None = None, *,
+                    kind: RequestKind | None = None) -> None:
+        """``kind``: only a request of that kind takes it (``"chat"``: a
+        turn's, whatever memory model call comes first)."""
+        self._script.append(Reply(content=content, tool_calls=tool_calls or [], for_kind=kind))
+
+    def _scripted(self, body: dict[str, Any]) -> Reply | None:
+        kind = request_kind(body)
+        for i, reply in enumerate(self._script):
+            if reply.for_kind in (None, kind):
+                return self._script.pop(i)
+        return None
 
     def queue_error(
         self,
@@ -412,8 +460,29 @@ class FakeOpenAI:
         """Base URL to put in ``provider.baseUrl``."""
         return f"http://127.0.0.1:{self.port}/v1"
 
+    def chat_requests(self) -> list[dict[str, Any]]:
+        """The chat requests (:func:`request_kind` ``"chat"``), in arrival
+        order: what a turn's assertions read. ``requests[-1]`` is whatever
+        came last, and an extraction, merge or profile refresh the turn (or
+        a clock step) set off can land after the reply's request."""
+        return [r for r in self.requests if request_kind(r) == "chat"]
+
+    def last_chat(self) -> dict[str, Any]:
+        """The latest chat request; none yet is a failed assertion naming
+        what did come."""
+        chats = self.chat_requests()
+        assert chats, f"no chat request yet (requests: {[request_kind(r) for r in self.requests]})"
+        return chats[-1]
+
+    def memory_requests(self, kind: RequestKind | None = None) -> list[dict[str, Any]]:
+        """The memory model's requests (every one that is not a chat
+        request), or those of one ``kind``, in arrival order."""
+        return [r for r in self.requests if (k := request_kind(r)) != "chat" and kind in (None, k)]
+
     def last_messages(self) -> list[dict[str, Any]]:
-        return self.requests[-1]["messages"] if self.requests else []
+        """The latest chat request's messages ([] before any)."""
+        chats = self.chat_requests()
+        return chats[-1]["messages"] if chats else []
 
     def prompts_text(self) -> str:
         """Every message of every request, joined: for "never contains" checks."""
@@ -600,8 +669,8 @@ class FakeOpenAI:
             )
         if self.down is not None:
             reply = self.down
-        elif self._script:
-            reply = self._script.pop(0)
+        elif (scripted := self._scripted(body)) is not None:
+            reply = scripted
         elif self.responder is not None:
             r = self.responder(body)
             reply = await r if asyncio.iscoroutine(r) else r  # type: ignore[assignment]

@@ -107,3 +107,74 @@ async def test_an_extraction_requests_user_lines_are_read_as_the_memory_model_re
         await chat(fake, [{"role": "user", "content": "L1 [10:00] user: not an extraction"}])
     assert extraction_lines(fake.requests[0]) == [(1, "I like green tea"), (3, "and oolong [p1-2]")]
     assert extraction_lines(fake.requests[1]) == []
+
+
+async def test_requests_are_told_apart_by_kind_as_the_product_sends_them() -> None:
+    """``request_kind``: the gateway's chat requests (plain, with tools,
+    streamed) and each memory model call, as memory/llm.py and
+    gateway/llm.py build them; ``chat_requests`` / ``last_chat`` read the
+    turn's request whatever background call came after it."""
+    from gateway.llm import LLMClient
+    from memory.llm import Candidate, MemoryLLM
+    from tests.fakes.openai_server import request_kind
+
+    def answer(body: dict[str, Any]) -> Reply:
+        if not body.get("response_format"):
+            return Reply(content="hello")
+        system = body["messages"][0]["content"]
+        return Reply(content='{"entries": []}' if "core profile" in system
+                     else '{"facts": []}' if "consolidate" in system else '{"facts": [], "summary": ""}')
+
+    tool = {"type": "function", "function": {"name": "t", "description": "d", "parameters": {"type": "object"}}}
+    async with FakeOpenAI(responder=answer) as fake:
+        memory = MemoryLLM(base_url=fake.url, model="mem", api_key="sk-test-000000", timeout=5.0, retries=0)
+        async with LLMClient(base_url=fake.url, model="m", max_retries=0) as chat_llm:
+            try:
+                await chat_llm.chat([{"role": "user", "content": "first"}])
+                await memory.extract(["[2026-03-02 Mon 10:00] user: I like green tea"])
+                await chat_llm.chat([{"role": "user", "content": "second"}], tools=[tool], on_text=lambda _: None)
+                await memory.extract(["[10:00] summary"], source="events")
+                await memory.merge([Candidate(1, "likes tea", "preference", 1.0)], partition="_general")
+                await memory.profile(["likes tea"], [Candidate(1, "likes green tea", "preference", 1.5)])
+                await memory.complete_json("Answer in JSON.", "{}")
+            finally:
+                await memory.aclose()
+    kinds = [request_kind(r) for r in fake.requests]
+    assert kinds == ["chat", "extract", "chat", "extract", "merge", "profile", "json"]
+    assert [said(r) for r in fake.chat_requests()] == ["first", "second"]
+    assert said(fake.last_chat()) == "second" and fake.last_messages() == fake.last_chat()["messages"]
+    assert fake.memory_requests() == fake.requests[1:2] + fake.requests[3:]
+    assert fake.memory_requests("extract") == [fake.requests[1], fake.requests[3]]
+    assert fake.memory_requests("profile") == [fake.requests[5]]
+
+
+async def test_last_chat_before_any_chat_request_fails_naming_what_came() -> None:
+    async with FakeOpenAI() as fake:
+        async with httpx.AsyncClient(timeout=10) as client:
+            await client.post(fake.url + "/chat/completions", json={
+                "model": "m", "response_format": {"type": "json_object"},
+                "messages": [{"role": "system", "content": "You are a memory extraction engine. From..."},
+                             {"role": "user", "content": "L1 [10:00] user: hi"}]})
+    assert fake.last_messages() == []
+    with pytest.raises(AssertionError, match=r"no chat request yet \(requests: \['extract'\]\)"):
+        fake.last_chat()
+
+
+async def test_a_reply_scripted_for_chat_is_passed_by_a_memory_request() -> None:
+    """``queue_reply(kind="chat")``: an extraction that comes first (as one
+    a clock step set off does) gets the responder's answer, and the turn
+    still gets its scripted one; unmarked scripts answer whatever comes."""
+    from memory.llm import MemoryLLM
+
+    async with FakeOpenAI(responder=lambda body: Reply(content='{"facts": [], "summary": "s"}')) as fake:
+        fake.queue_reply("the turn's answer", kind="chat")
+        memory = MemoryLLM(base_url=fake.url, model="mem", api_key="sk-test-000000", timeout=5.0, retries=0)
+        try:
+            extraction = await memory.extract(["[2026-03-02 Mon 10:00] user: I like green tea"])
+            turn = await chat(fake, [{"role": "user", "content": "hello"}])
+            fake.queue_reply('{"facts": [], "summary": "scripted"}')
+            assert (await memory.extract(["[10:01] user: and oolong"])).summary == "scripted"
+        finally:
+            await memory.aclose()
+    assert extraction.summary == "s"
+    assert turn.json()["choices"][0]["message"]["content"] == "the turn's answer"

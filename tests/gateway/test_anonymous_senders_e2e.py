@@ -75,7 +75,7 @@ async def test_one_groups_anonymous_admin_is_not_another_groups(tmp_path: Path, 
         tmp_path, clock, anonymous_admin(alpha, "Alpha"), anonymous_admin(beta, "Beta"), (alpha, beta)
     )
     assert owners == [f"telegram:{alpha}"]  # learnt, as the group's own
-    asked = llm.requests[-1]
+    asked = llm.last_chat()
     assert all("4417" not in text_of(m["content"]) for m in asked["messages"])
     # Named by the chat they speak as, not Telegram's placeholder account.
     assert '<said by="Beta">' in text_of(asked["messages"][-1]["content"])
@@ -88,7 +88,7 @@ async def test_a_member_posting_as_a_channel_is_that_channel(tmp_path: Path, clo
         tmp_path, clock, as_channel(-100444, "Alice's news"), as_channel(-100555, "Bob's news"), (group, group)
     )
     assert owners == ["telegram:-100444"]
-    asked = llm.requests[-1]
+    asked = llm.last_chat()
     # The group's history shows what Alice's channel said; recall and Tier 1 do not add it for Bob's.
     block = text_of(asked["messages"][-1]["content"]).split("<said by=", 1)[0]
     assert "4417" not in block and "4417" not in text_of(asked["messages"][0]["content"])

@@ -105,7 +105,7 @@ async def test_registry_builds_enabled_channels_and_replies_flow(tmp_path: Path,
         out = await echo.say("hi")
         assert (out.chat_id, out.text) == ("c1", "hello from the app")
         assert (paths.data_dir / "gateway.db").exists() and (paths.data_dir / "memory.db").exists()
-        assert [t["function"]["name"] for t in fake_llm.requests[0]["tools"]] == [
+        assert [t["function"]["name"] for t in fake_llm.chat_requests()[0]["tools"]] == [
             "memory_search", "memory_save", "memory_forget", "cron_add", "cron_list", "cron_remove"
         ]
         # the write path and the scheduler were built and started with the gateway
@@ -287,7 +287,7 @@ async def test_memory_disabled_uses_the_file_store(tmp_path: Path, clock: Manual
         coffee = await app.backend.remember(user, "I drink oat milk flat white", provenance=Provenance(channel="echo"))
         await echo.say("which coffee do I like? do you remember?")  # type: ignore[attr-defined]
         assert app.loop is not None and await app.loop.drain(5)
-        body = fake_llm.requests[-1]
+        body = fake_llm.last_chat()
         # The file store's MEMORY.md as Core Memory, each line with the id it is forgotten by.
         assert f"- [{coffee.ref}] I drink oat milk flat white" in body["messages"][0]["content"]
         offered = {t["function"]["name"] for t in body.get("tools", [])}
@@ -301,11 +301,11 @@ async def test_memory_disabled_uses_the_file_store(tmp_path: Path, clock: Manual
         fake_llm.queue_reply("Forgotten.")
         await echo.say("please forget how I take my coffee")  # type: ignore[attr-defined]
         assert await app.loop.drain(5)
-        result = fake_llm.requests[-1]["messages"][-1]["content"]
+        result = fake_llm.last_chat()["messages"][-1]["content"]
         assert result.startswith(f"Erased for good: {coffee.ref} I drink oat milk flat white")
         await echo.say("hello again")  # type: ignore[attr-defined]
         assert await app.loop.drain(5)
-        assert "oat milk" not in fake_llm.requests[-1]["messages"][0]["content"]
+        assert "oat milk" not in fake_llm.last_chat()["messages"][0]["content"]
         memory_md = app.backend.user_dir(user) / "MEMORY.md"  # type: ignore[attr-defined]
         assert "oat milk" not in memory_md.read_text(encoding="utf-8")
     finally:
@@ -330,7 +330,7 @@ async def test_a_hand_edit_of_memory_md_reaches_the_running_gateways_prompt(
             await asyncio.wait_for(sync.poll(), 10)  # type: ignore[attr-defined]
         await app.channels["echo"].say("when is standup?")  # type: ignore[attr-defined]
         assert app.loop is not None and await app.loop.drain(5)
-        assert "The team standup is at 09:30" in fake_llm.requests[-1]["messages"][0]["content"]
+        assert "The team standup is at 09:30" in fake_llm.last_chat()["messages"][0]["content"]
     finally:
         await app.close()
 
@@ -547,7 +547,7 @@ async def test_history_cache_rows_reaches_the_session_store(tmp_path: Path, cloc
         await app.channels["echo"].say("hello")  # type: ignore[attr-defined]
         await app.channels["echo"].say("and again")  # type: ignore[attr-defined]
         assert app.loop is not None and await app.loop.drain(5)
-        history = [m["content"] for m in fake_llm.requests[-1]["messages"][1:]]
+        history = [m["content"] for m in fake_llm.last_chat()["messages"][1:]]
         assert history == ["hello", "ok", "<time>12:00</time>\nand again"]  # read from gateway.db, nothing cached
         assert app.sessions._windows == {}
     finally:
@@ -613,7 +613,7 @@ async def test_telegram_message_gets_an_llm_reply_end_to_end(tmp_path: Path, clo
             tg.push_text(42, 42, "hello bot")
             await tg.wait_sent(1, timeout=10)
             assert tg.texts(42) == ["hi from the LLM"]
-            assert fake_llm.requests[0]["messages"][-1]["content"] == "<time>12:00</time>\nhello bot"
+            assert fake_llm.chat_requests()[0]["messages"][-1]["content"] == "<time>12:00</time>\nhello bot"
         finally:
             await asyncio.wait_for(app.close(), 15)
 
@@ -814,7 +814,7 @@ async def test_a_chat_request_tells_when_to_save_or_forget_once_not_in_the_rules
         await echo.say("hi")
     finally:
         await app.close()
-    body = fake_llm.requests[0]
+    body = fake_llm.chat_requests()[0]
     system = body["messages"][0]["content"]
     tools = {t["function"]["name"]: t["function"]["description"] for t in body["tools"]}
     sent = system + "\n" + "\n".join(tools.values())

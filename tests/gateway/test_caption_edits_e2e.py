@@ -84,7 +84,7 @@ async def test_an_edited_voice_caption_keeps_the_transcript(tmp_path: Path, cloc
             await asyncio.wait_for(app.close(), 15)
     first = "[voice] to do for me\nthis week\ncall the plumber on Monday\nand the bank"
     second = "[voice] remember this\nmy sister turns 30 on May 4"
-    assert _history(llm.requests[-1]) == [first, second]
+    assert _history(llm.last_chat()) == [first, second]
     assert [c for r, c in _rows(tmp_path) if r == "user"] == [first, second, "what is on my list?"]
     buffered = _buffered(tmp_path)
     assert first in buffered and second in buffered
@@ -107,7 +107,7 @@ async def test_an_edited_audio_files_caption_keeps_its_transcript(tmp_path: Path
         finally:
             await asyncio.wait_for(app.close(), 15)
     heard = "[audio Nina – Weekly sync] what did we decide?\n[transcript]\nwe ship the beta on Friday"
-    assert _history(llm.requests[-1]) == [heard]
+    assert _history(llm.last_chat()) == [heard]
     assert _rows(tmp_path)[0] == ("user", heard)
     assert heard in _buffered(tmp_path)
 
@@ -127,7 +127,7 @@ async def test_an_edited_caption_of_a_voice_not_heard_keeps_its_mark(tmp_path: P
             assert app.loop is not None and await app.loop.drain(5)
         finally:
             await asyncio.wait_for(app.close(), 15)
-    assert _history(llm.requests[-1]) == ["[voice not read] about my sister"]
+    assert _history(llm.last_chat()) == ["[voice not read] about my sister"]
     assert _rows(tmp_path)[0] == ("user", "[voice not read] about my sister")
 
 
@@ -178,7 +178,7 @@ async def test_an_edited_comment_on_a_forwarded_voice_keeps_its_transcript(tmp_p
         finally:
             await asyncio.wait_for(app.close(), 15)
     burst = "[forwarded from Dana, sent 2026-02-27]\n[voice] urgent\nbring the slides\non Friday\n\nwhat does she need?"
-    assert _history(llm.requests[-1]) == [burst]
+    assert _history(llm.last_chat()) == [burst]
     assert _rows(tmp_path)[0] == ("user", burst)
 
 
@@ -201,7 +201,7 @@ async def test_edited_captions_of_a_photo_and_a_scanned_pdf_keep_their_marks(tmp
             assert app.loop is not None and await app.loop.drain(5)
         finally:
             await asyncio.wait_for(app.close(), 15)
-    assert _history(llm.requests[-1]) == ["[photo] what's the password?", "[file receipt.pdf] total?"]
+    assert _history(llm.last_chat()) == ["[photo] what's the password?", "[file receipt.pdf] total?"]
     assert [c for r, c in _rows(tmp_path)][:4] == [
         "[photo] what's the password?", "I see 1 picture(s). re: [photo] whats the pasword?",
         "[file receipt.pdf] total?", "I see 2 picture(s). re: [file receipt.pdf] totl?"]

@@ -19,6 +19,7 @@ from memory import ManualClock
 from tests.fakes.openai_server import FakeOpenAI, Reply, said, split_user_content, text_of
 from tests.fakes.telegram_server import FakeTelegram
 
+from .handtick import by_hand
 from .test_e2e_feishu import _app
 from .test_quoted_e2e import _telegram
 
@@ -66,6 +67,7 @@ async def test_a_replaced_decision_is_recalled_under_the_new_one_dated_and_marke
         try:
             await app.open()
             await asyncio.wait_for(app.start(), 15)
+            await by_hand(app)  # _learnt ticks extraction itself (handtick.py)
             await _say(app, tg, clock, 7, "For project Atlas we chose Postgres over MySQL because we need JSONB.")
             await _learnt(app, clock)
             clock.advance(10 * 86400)
@@ -74,7 +76,7 @@ async def test_a_replaced_decision_is_recalled_under_the_new_one_dated_and_marke
             clock.advance(86400)
             await _say(app, tg, clock, 7, "/new")
             await _say(app, tg, clock, 7, "Why did we drop Postgres for Atlas, and when had we picked it?")
-            block, _ = split_user_content(text_of(llm.requests[-1]["messages"][-1]["content"]))
+            block, _ = split_user_content(text_of(llm.last_chat()["messages"][-1]["content"]))
             lines = block.splitlines()
             now = next(i for i, line in enumerate(lines) if line.endswith(f"] {THEN}"))
             # Right under the decision that replaced it, with the day it was said.
@@ -86,7 +88,7 @@ async def test_a_replaced_decision_is_recalled_under_the_new_one_dated_and_marke
             assert ref is not None
             await _say(app, tg, clock, 7, f"/share {ref.group(1)}")
             await _say(app, tg, clock, -500, "why did we drop Postgres for Atlas?", chat_type="group", mention=True)
-            group = json.dumps(llm.requests[-1]["messages"], ensure_ascii=False)
+            group = json.dumps(llm.last_chat()["messages"], ensure_ascii=False)
             assert THEN in group and FIRST not in group, group
         finally:
             await asyncio.wait_for(app.close(), 15)

@@ -148,7 +148,7 @@ async def test_a_comments_turn_that_made_a_job_is_not_dropped_for_its_forwards(
         finally:
             await asyncio.wait_for(app.close(), 15)
     assert comment.text == "Done: every Monday at 9:00 I will ask." and burst.text == f"re: {BURST}"
-    assert "Done: every Monday" in str(llm.requests[2]["messages"])  # the burst's model sees what was done
+    assert "Done: every Monday" in str(llm.chat_requests()[2]["messages"])  # the burst's model sees what was done
     with sqlite3.connect(tmp_path / "data" / "cron.db") as db:
         assert db.execute("SELECT COUNT(*) FROM cron_jobs WHERE kind != 'internal'").fetchone() == (1,)
 

@@ -17,6 +17,7 @@ from memory import ManualClock
 from tests.fakes.openai_server import FakeOpenAI, Reply, said, text_of
 from tests.fakes.telegram_server import FakeTelegram
 
+from .handtick import by_hand
 from .test_e2e_feishu import _app
 from .test_quoted_e2e import _telegram
 
@@ -63,10 +64,11 @@ async def test_a_core_memory_line_says_the_day_its_decision_was_said(tmp_path: P
         try:
             await app.open()
             await asyncio.wait_for(app.start(), 15)
+            await by_hand(app)  # _lived ticks extraction itself (handtick.py)
             await _lived(app, tg, clock)
             tg.push_text(7, 7, "When did we pick that?", first_name="Alice")
             await tg.wait_sent(2, timeout=10)
-            system = text_of(llm.requests[-1]["messages"][0]["content"])
+            system = text_of(llm.last_chat()["messages"][0]["content"])
             core = system.split("# Core Memory\n", 1)[1].split("\n\n", 1)[0]
             assert core.endswith(f" · 2026-03-04] {DECISION}"), core
         finally:
@@ -81,6 +83,7 @@ async def test_memory_lists_a_core_memory_entry_with_the_day_it_was_said(tmp_pat
         try:
             await app.open()
             await asyncio.wait_for(app.start(), 15)
+            await by_hand(app)  # _lived ticks extraction itself (handtick.py)
             await _lived(app, tg, clock)
             tg.push_text(7, 7, "/memory", first_name="Alice")
             sent = await tg.wait_sent(2, timeout=10)

@@ -21,6 +21,7 @@ from memory import ManualClock
 from tests.fakes.openai_server import FakeOpenAI, Reply, said, split_user_content, text_of
 from tests.fakes.telegram_server import FakeTelegram
 
+from .handtick import by_hand
 from .test_core_memory_dates_e2e import DECISION, _lived
 from .test_core_memory_dates_e2e import _model as _deciding
 from .test_e2e_feishu import _app
@@ -57,7 +58,7 @@ async def _say(app: App, tg: FakeTelegram, llm: FakeOpenAI, chat: int, text: str
     tg.push_text(chat, user, text, first_name="Alice" if user == 7 else "Bob", **kw)
     await tg.wait_sent(before + 1, timeout=10)
     assert app.loop is not None and await asyncio.wait_for(app.loop.drain(5), 10)
-    return dict(llm.requests[-1])
+    return dict(llm.last_chat())
 
 
 async def _learnt(app: App, clock: ManualClock) -> None:
@@ -89,6 +90,7 @@ async def test_a_standing_instruction_is_in_core_memory_of_the_next_unrelated_me
         try:
             await app.open()
             await asyncio.wait_for(app.start(), 15)
+            await by_hand(app)  # _learnt ticks extraction itself (handtick.py)
             await _say(app, tg, llm, 7, "From now on always answer me in English, please.")
             await _learnt(app, clock)
 
@@ -122,6 +124,7 @@ async def test_a_replaced_instruction_leaves_core_memory_at_once_but_for_its_his
         try:
             await app.open()
             await asyncio.wait_for(app.start(), 15)
+            await by_hand(app)  # _learnt ticks extraction itself (handtick.py)
             await _say(app, tg, llm, 7, "From now on always answer me in English, please.")
             await _learnt(app, clock)
             await _say(app, tg, llm, 7, "Sorry, changed my mind: answer me in Chinese again.")
@@ -153,6 +156,7 @@ async def test_memory_lists_a_core_memory_decision_once(tmp_path: Path) -> None:
         try:
             await app.open()
             await asyncio.wait_for(app.start(), 15)
+            await by_hand(app)  # _lived ticks extraction itself (handtick.py)
             await _lived(app, tg, clock)
             tg.push_text(7, 7, "/memory", first_name="Alice")
             sent = await tg.wait_sent(2, timeout=10)

@@ -255,16 +255,16 @@ async def test_through_the_app_the_model_asks_for_a_reminder_in_two_hours_and_it
         assert app._cron_store is not None and app.cron is not None
         await say(app, clock, "/timezone Asia/Shanghai", "alice")
         fake.queue_reply(None, tool_calls=[{"name": "cron_add", "arguments": {
-            "at": "2026-11-23 06:00", "message": "Remind me to take the laundry out"}}])
-        fake.queue_reply("I'll remind you at 06:00.")
+            "at": "2026-11-23 06:00", "message": "Remind me to take the laundry out"}}], kind="chat")
+        fake.queue_reply("I'll remind you at 06:00.", kind="chat")
         assert await say(app, clock, "in 2 hours, tell me to take the laundry out", "alice") == (
             "I'll remind you at 06:00."
         )
-        asked = fake.requests[-2]
+        asked = fake.chat_requests()[-2]
         assert "Current date: 2026-11-23 Monday (Asia/Shanghai)" in asked["messages"][0]["content"]
         assert "at" in {t["function"]["name"]: t for t in asked["tools"]}["cron_add"]["function"]["parameters"][
             "properties"]
-        tool_result = next(m["content"] for m in fake.requests[-1]["messages"] if m["role"] == "tool")
+        tool_result = next(m["content"] for m in fake.last_chat()["messages"] if m["role"] == "tool")
         assert "once at 2026-11-23 06:00 (Asia/Shanghai)" in tool_result
         [job] = await app._cron_store.list("echo:alice")
         assert (job.at, job.schedule, job.chat_id) == ("2026-11-22T22:00:00Z", "", "c-alice")
@@ -275,7 +275,7 @@ async def test_through_the_app_the_model_asks_for_a_reminder_in_two_hours_and_it
         assert await app.cron.run_due() == []  # type: ignore[attr-defined]
         before = len(echo.sent)
         clock.advance(60)
-        fake.queue_reply("Time to take the laundry out!")
+        fake.queue_reply("Time to take the laundry out!", kind="chat")
         [run] = await app.cron.run_due()  # type: ignore[attr-defined]
         assert run.status == "ok" and await app.loop.drain(5)
         assert [m.text for m in echo.sent[before:]] == ["Time to take the laundry out!"]

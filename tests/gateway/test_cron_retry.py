@@ -274,7 +274,7 @@ async def test_the_model_down_for_good_sends_the_reminder_as_written(
             "task as it was set.)"
         ]
         assert len(fake_llm.requests) == 4
-        assert said(fake_llm.requests[3]).endswith("runs 14 min late; say so briefly.)")
+        assert said(fake_llm.chat_requests()[3]).endswith("runs 14 min late; say so briefly.)")
         tier0 = await _tier0(app)
         assert [role for role, _ in tier0] == ["user", "assistant"] and tier0[1][1] == echo.sent[0].text
         assert app._cron_store is not None and await app._cron_store.get("stretch") is None

@@ -161,7 +161,7 @@ async def test_a_groups_second_look_shows_only_the_members_facts_of_that_group(t
     the group."""
     clock = ManualClock("2026-03-02T10:00:00Z")
     model = Searching()
-    async with remembering.running(tmp_path, model, clock) as (app, fake):
+    async with remembering.running(tmp_path, model, clock, by_hand=True) as (app, fake):
         ids = await _seed(app, vectors=False)
         engine = app.backend.engine  # type: ignore[union-attr]
         here = (await engine.add(NewMemory(
@@ -242,7 +242,7 @@ async def test_in_a_group_each_members_lines_are_learnt_as_theirs_alone(tmp_path
     words never as the user's), and what it draws from Bob's is Bob's."""
     clock = ManualClock("2026-03-02T10:00:00Z")
     model = Searching()
-    async with remembering.running(tmp_path, model, clock) as (app, fake):
+    async with remembering.running(tmp_path, model, clock, by_hand=True) as (app, fake):
         await _send(app, "my daughter starts school in Coimbra in September", ALICE, GROUP, group=True, clock=clock)
         await _send(app, "I sold my motorbike to pay the Zagreb rent", BOB, GROUP, group=True, clock=clock)
         await _send(app, "and my son is allergic to penicillin", ALICE, GROUP, group=True, clock=clock)

@@ -42,7 +42,7 @@ async def test_history_turns_from_an_earlier_day_carry_their_date(tmp_path: Path
                          first_name="Alice", mention=True)
             await tg.wait_sent(3, timeout=10)
             # The 24-day step makes the day's extraction due; its request may land after the reply's.
-            chat = [r for r in llm.requests if not r.get("response_format")][-1]
+            chat = llm.last_chat()
             turns = [text_of(m["content"]) for m in chat["messages"] if m["role"] == "user"]
             assert turns[0].startswith("<time>2026-03-02 10:00</time>\n<said by=\"Bob\">"), turns
             assert turns[1].startswith("<said by=\"Alice\">"), turns  # today's: as before

@@ -21,6 +21,7 @@ from memory import ManualClock, Provenance
 from tests.fakes.feishu_server import FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI, Reply, said
 
+from .handtick import by_hand
 from .test_e2e_feishu import ENCRYPT_KEY, _app, _feishu_section, _until, feishu  # noqa: F401 (fixture)
 
 ALICE, BOB = "ou_alice000000000000000000000000", "ou_bob00000000000000000000000000"
@@ -46,6 +47,7 @@ async def test_a_debug_log_of_feishu_turns_and_the_memory_page_holds_no_words_or
             await app.backend.remember(f"feishu:{ALICE}", KEPT,
                                        provenance=Provenance(channel="feishu", chat_id="oc_alice", group=False))
             await asyncio.wait_for(app.start(), 15)
+            await by_hand(app)  # the test ticks extraction itself (handtick.py)
             assert app.http is not None
             hook = app.http.url + "/feishu/events"
             for event in (

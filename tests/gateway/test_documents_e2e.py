@@ -51,7 +51,7 @@ async def test_a_pdf_with_a_question_reaches_the_model_and_only_its_mark_is_kept
                              caption="what budget did we agree?")
             [reply] = await tg.wait_sent(1, timeout=10)
             assert reply.text == "The plan says: budget 40k. re: [file q3.pdf] what budget did we agree?"
-            latest = llm.requests[0]["messages"][-1]["content"]
+            latest = llm.chat_requests()[0]["messages"][-1]["content"]
             assert isinstance(latest, str)
             assert '<file name="q3.pdf" pages="2">\n[page 1]\nQ3 plan\n\n[page 2]\nShip on Friday; budget 40k' in latest
             assert latest.count("</file>") == 1 and "</ file>" in latest  # the file cannot close its block
@@ -60,7 +60,7 @@ async def test_a_pdf_with_a_question_reaches_the_model_and_only_its_mark_is_kept
             # The next turn's history has the mark, never the file.
             tg.push_text(42, 42, "thanks")
             await tg.wait_sent(2, timeout=10)
-            history = llm.requests[1]["messages"]
+            history = llm.chat_requests()[1]["messages"]
             assert {"role": "user", "content": "[file q3.pdf] what budget did we agree?"} in history
             assert not any("Ship on Friday" in text_of(m["content"]) for m in history)
             assert app.loop is not None and await app.loop.drain(5)
@@ -93,7 +93,7 @@ async def test_a_spreadsheet_reaches_the_model_as_a_table(
             tg.push_document(42, 42, book, file_name=name, caption="total?", mime_type=mime)
             [reply] = await tg.wait_sent(1, timeout=10)
             assert reply.text == f"re: [file {name}] total?"
-            latest = llm.requests[0]["messages"][-1]["content"]
+            latest = llm.chat_requests()[0]["messages"][-1]["content"]
             assert isinstance(latest, str)
             assert (f'<file name="{name}">\nA workbook of 2 sheets: Budget, Owners\n\n## Sheet: Budget\n'
                     f"|  | A | B |\n|---|---|---|\n| 1 | Item | Cost |\n| 2 | Servers | {cost[0]} |\n"
@@ -121,8 +121,8 @@ async def test_a_scanned_pdf_goes_to_a_model_that_sees_as_its_scans(tmp_path: Pa
             tg.push_document(42, 42, scan, mime_type="application/pdf", file_name="receipt.pdf", caption="total?")
             [reply] = await tg.wait_sent(1, timeout=10)
             assert reply.text == "I see 2 picture(s). re: [file receipt.pdf] total?"
-            assert images(llm.requests[0]) == [("image/jpeg", jpeg())] * 2
-            text = text_of(llm.requests[0]["messages"][-1]["content"])
+            assert images(llm.chat_requests()[0]) == [("image/jpeg", jpeg())] * 2
+            text = text_of(llm.chat_requests()[0]["messages"][-1]["content"])
             assert '<file name="receipt.pdf" pages="2">\n(A scanned PDF of 2 pages with no text layer.' in text
             assert app.loop is not None and await app.loop.drain(5)
         finally:
@@ -159,7 +159,7 @@ async def test_a_file_cut_to_the_budget_says_so_to_the_model(tmp_path: Path, clo
             await asyncio.wait_for(app.start(), 15)
             tg.push_document(42, 42, log.encode(), mime_type="text/plain", file_name="worker.log")
             await tg.wait_sent(1, timeout=10)
-            latest = llm.requests[0]["messages"][-1]["content"]
+            latest = llm.chat_requests()[0]["messages"][-1]["content"]
             assert f"of {len(log.strip()):,} characters, so say so when that matters" in latest
             assert "worker 0 heartbeat" in latest and "worker 4999 heartbeat" not in latest
         finally:
@@ -214,16 +214,16 @@ async def test_a_question_after_a_file_reads_it_again(tmp_path: Path, clock: Man
             tg.push_text(42, 42, "what budget does it give?")
             [_, answer] = await tg.wait_sent(2, timeout=10)
             assert answer.text == "From the file: budget 40k."
-            tool_result = llm.requests[-1]["messages"][-1]["content"]
+            tool_result = llm.last_chat()["messages"][-1]["content"]
             assert tool_result.startswith("q3.pdf (") and "2 pages" in tool_result
             # Another chat sees none of it: file_read is not even offered there.
             tg.push_text(77, 77, "what budget does it give?")
             [*_, other] = await tg.wait_sent(3, timeout=10)
-            assert other.text == "re: what budget does it give?" and not offers_file_read(llm.requests[-1])
+            assert other.text == "re: what budget does it give?" and not offers_file_read(llm.last_chat())
             tg.push_text(42, 42, "/new")
             tg.push_text(42, 42, "what budget does it give?")
             [*_, after_new] = await tg.wait_sent(5, timeout=10)
-            assert after_new.text == "re: what budget does it give?" and not offers_file_read(llm.requests[-1])
+            assert after_new.text == "re: what budget does it give?" and not offers_file_read(llm.last_chat())
             # The sender's /forget all takes their files too.
             tg.push_document(42, 42, plan, mime_type="application/pdf", file_name="q3.pdf")
             await tg.wait_sent(6, timeout=10)
@@ -233,7 +233,7 @@ async def test_a_question_after_a_file_reads_it_again(tmp_path: Path, clock: Man
             await tg.wait_sent(8, timeout=10)
             tg.push_text(42, 42, "what budget does it give?")
             [*_, after_forget] = await tg.wait_sent(9, timeout=10)
-            assert after_forget.text == "re: what budget does it give?" and not offers_file_read(llm.requests[-1])
+            assert after_forget.text == "re: what budget does it give?" and not offers_file_read(llm.last_chat())
         finally:
             await asyncio.wait_for(app.close(), 15)
 
@@ -272,17 +272,17 @@ async def test_a_question_after_a_restart_reads_the_file_sent_before_it(tmp_path
             tg.push_text(42, 42, "what budget does it give?")
             [*_, answer] = await tg.wait_sent(4, timeout=10)
             assert answer.text == "From the file: budget 40k."
-            tool_result = llm.requests[-1]["messages"][-1]["content"]
+            tool_result = llm.last_chat()["messages"][-1]["content"]
             assert tool_result.startswith("q3.pdf (") and "2 pages" in tool_result
             tg.push_text(43, 43, "what budget does it give?")  # the incognito file: gone with the process
             [*_, quiet] = await tg.wait_sent(5, timeout=10)
-            assert quiet.text == "re: what budget does it give?" and not offers_file_read(llm.requests[-1])
+            assert quiet.text == "re: what budget does it give?" and not offers_file_read(llm.last_chat())
             tg.push_text(42, 42, "/new")
             await tg.wait_sent(6, timeout=10)
             assert _kept_files(tmp_path) == []  # /new deleted the row kept before the restart
             tg.push_text(42, 42, "what budget does it give?")
             [*_, after_new] = await tg.wait_sent(7, timeout=10)
-            assert after_new.text == "re: what budget does it give?" and not offers_file_read(llm.requests[-1])
+            assert after_new.text == "re: what budget does it give?" and not offers_file_read(llm.last_chat())
         finally:
             await asyncio.wait_for(app.close(), 15)
 
@@ -345,7 +345,7 @@ async def test_a_file_over_a_small_models_context_is_answered_from_its_start(
             [reply] = await tg.wait_sent(1, timeout=10)
             assert reply.text == "re: [file sales.csv] top region?"
             assert len(llm.refused) == 1 and len(llm.requests) == 1
-            latest = llm.requests[0]["messages"][-1]["content"]
+            latest = llm.chat_requests()[0]["messages"][-1]["content"]
             assert "row 0: region 0" in latest and "cut to" in latest and "to fit this model's context" in latest
             # A window nothing fits: the shrinking ends, and the user gets the apology, not a hang.
             llm.context_windows["small-local"] = 900

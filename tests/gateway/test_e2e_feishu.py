@@ -56,9 +56,11 @@ def _app(
     doc = {
         "provider": {"baseUrl": llm.url, "apiKey": llm.api_key, "maxRetries": 0, "timeout": "5s"},
         "agent": {"model": "test-model"},
-        "gateway": {"host": "127.0.0.1", "port": 0},
         "channels": channels,
         **more,
+        # A test's own gateway settings (its timezone) keep port 0: the
+        # default 18790 is taken whenever another run listens on it.
+        "gateway": {"host": "127.0.0.1", "port": 0, **more.get("gateway", {})},
     }
     (tmp_path / "config.json").write_text(json.dumps(doc), encoding="utf-8")
     cfg = load_config(tmp_path / "config.json", env={"MYCLAW_HOME": str(tmp_path)}, require=True)
@@ -104,7 +106,7 @@ async def test_webhook_event_gets_a_reply_with_memory_dedup_and_signature_check(
         await _until(lambda: len(feishu.sent) == 1)
         [sent] = feishu.sent
         assert (sent["kind"], sent["chat_id"], sent["text"]) == ("create", "oc_alice", "re: 我之前说过我喜欢什么咖啡？")
-        prompt = _user_text(echo_llm.requests[0])
+        prompt = _user_text(echo_llm.chat_requests()[0])
         # Cited with where it came from, in the chat's language, without the chat's id.
         assert prompt.startswith("<memories>") and "· 你在飞书上告诉我的] 我喜欢喝燕麦拿铁咖啡" in prompt
         assert "oc_alice" not in prompt
@@ -123,7 +125,7 @@ async def test_webhook_event_gets_a_reply_with_memory_dedup_and_signature_check(
         await _until(lambda: len(feishu.sent) == 2)
         assert feishu.texts() == ["re: 我之前说过我喜欢什么咖啡？", "re: 好的"]
         assert len(echo_llm.requests) == 2 and "forged" not in echo_llm.prompts_text()
-        assert _user_text(echo_llm.requests[1]) == "好的" and app.loop is not None and app.loop.stats.retrievals == retrievals
+        assert _user_text(echo_llm.chat_requests()[1]) == "好的" and app.loop is not None and app.loop.stats.retrievals == retrievals
     finally:
         await asyncio.wait_for(app.close(), 30)
 
@@ -231,7 +233,7 @@ async def test_a_recalled_message_leaves_the_file_stores_log_of_its_sender_only(
 
         await push(feishu.message_event("what did I tell you?", chat_id="oc_alice", open_id=ALICE))
         await _until(lambda: len(feishu.sent) == 4)
-        prompt = json.dumps(echo_llm.requests[-1]["messages"], ensure_ascii=False)
+        prompt = json.dumps(echo_llm.last_chat()["messages"], ensure_ascii=False)
         assert "hello" in prompt and "tulip" not in prompt
     finally:
         await asyncio.wait_for(app.close(), 30)

@@ -76,7 +76,7 @@ async def test_a_telegram_edit_during_the_model_call_is_what_gets_answered_store
             await asyncio.wait_for(app.close(), 30)
     assert "meet at 6" in reply.text and "see you at 5" not in reply.text
     assert len(tg.sent) == 1
-    again = json.dumps(llm.requests[1]["messages"], ensure_ascii=False)
+    again = json.dumps(llm.chat_requests()[1]["messages"], ensure_ascii=False)
     assert "meet at 6" in again and "meet at 5" not in again  # the old words are not in its history either
     assert _rows(tmp_path, "user") == ["shall we meet at 6 tomorrow?"]
     assert _rows(tmp_path, "assistant") == [reply.text]
@@ -294,7 +294,7 @@ async def test_a_voice_message_begun_again_for_its_caption_s_edit_is_not_transcr
         finally:
             await asyncio.wait_for(app.close(), 30)
     assert len(llm.transcriptions) == 1
-    again = json.dumps(llm.requests[1]["messages"], ensure_ascii=False)
+    again = json.dumps(llm.chat_requests()[1]["messages"], ensure_ascii=False)
     assert "about my brother" in again and "birthday" in again and "my sister\\n" not in again
     assert _rows(tmp_path, "user") == ["[voice] about my brother\nwhat did I say about my sister's birthday?"]
     assert "about my brother" in reply.text
@@ -322,4 +322,4 @@ async def test_a_voice_message_not_heard_is_told_once_when_begun_again_for_an_ed
     assert note.text.startswith("Sorry, I could not make out that voice message")
     assert "about my brother" in reply.text and len(tg.sent) == 2
     assert len(llm.transcriptions) == 1  # the failed one: not asked again
-    assert "birthday" not in json.dumps(llm.requests[1]["messages"], ensure_ascii=False)
+    assert "birthday" not in json.dumps(llm.chat_requests()[1]["messages"], ensure_ascii=False)

@@ -39,8 +39,9 @@ async def test_forget_all_erases_the_file_stores_folder_kept_from_when_memory_wa
     nothing of her is read back at the next start. Bob's folder stays."""
     model, clock = Model(), ManualClock("2026-03-02T10:00:00Z")
     async with running(tmp_path, model, clock, memory={"enabled": False}) as (app, fake):
-        fake.queue_reply(None, tool_calls=[{"name": "memory_save", "arguments": {"content": f"Locker code {SECRET}"}}])
-        fake.queue_reply("Noted.")
+        fake.queue_reply(None, tool_calls=[{"name": "memory_save", "arguments": {"content": f"Locker code {SECRET}"}}],
+                         kind="chat")
+        fake.queue_reply("Noted.", kind="chat")
         await say(app, clock, f"my locker code is {SECRET}, remember it", "alice")
         await say(app, clock, "I like rowing", "bob")
     users = tmp_path / "workspace" / "memory" / "users"
@@ -66,8 +67,8 @@ async def test_forget_all_leaves_no_word_of_a_scheduled_job_in_cron_db(tmp_path:
     model, clock = Model(), ManualClock("2026-03-02T10:00:00Z")
     async with running(tmp_path, model, clock) as (app, fake):
         fake.queue_reply(None, tool_calls=[{"name": "cron_add", "arguments": {
-            "schedule": "0 9 * * *", "message": f"remind me of locker {SECRET}"}}])
-        fake.queue_reply("Every day at 9.")
+            "schedule": "0 9 * * *", "message": f"remind me of locker {SECRET}"}}], kind="chat")
+        fake.queue_reply("Every day at 9.", kind="chat")
         await say(app, clock, f"every day at 9 remind me of locker {SECRET}", "alice")
         assert any(p.startswith("data/cron.db") for p in files_holding(tmp_path, SECRET))
         done = await asyncio.wait_for(forget_all(app, clock, "alice"), 10)
@@ -85,8 +86,8 @@ async def test_forget_of_a_fact_imported_from_memory_md_erases_its_line_there(tm
     model, clock = Model(), ManualClock("2026-03-02T10:00:00Z")
     async with running(tmp_path, model, clock, memory={"enabled": False}) as (app, fake):
         for saved in (f"Locker code {SECRET}", "Likes green tea"):
-            fake.queue_reply(None, tool_calls=[{"name": "memory_save", "arguments": {"content": saved}}])
-            fake.queue_reply("Noted.")
+            fake.queue_reply(None, tool_calls=[{"name": "memory_save", "arguments": {"content": saved}}], kind="chat")
+            fake.queue_reply("Noted.", kind="chat")
             await say(app, clock, f"remember: {saved}", "alice")
     clock.advance(86400)
     async with running(tmp_path, model, clock) as (app, fake):
@@ -115,16 +116,16 @@ async def test_the_reply_to_a_request_to_forget_does_not_keep_the_words_in_the_h
     longer remember QUOKKA7731" (and a request that named it) showed the
     words in every next prompt, so "what is my locker code?" was answered."""
     model, clock = Model(), ManualClock("2026-03-02T10:00:00Z")
-    async with running(tmp_path, model, clock) as (app, fake):
+    async with running(tmp_path, model, clock, by_hand=True) as (app, fake):
         await say(app, clock, f"my locker code is {SECRET}", "alice")
         model.extractions.append((SECRET, {"facts": [{**fact(f"Alice's locker code is {SECRET}"), "lines": [1]}],
                                            "summary": "her locker"}))
         clock.advance(200)
         assert [r.ok for r in await app.extraction.tick()] == [True]  # type: ignore[attr-defined]
-        fake.queue_reply(None, tool_calls=[{"name": "memory_forget", "arguments": {"ids": ["m1"]}}])
-        fake.queue_reply(f"Done, I no longer remember {SECRET}.")
+        fake.queue_reply(None, tool_calls=[{"name": "memory_forget", "arguments": {"ids": ["m1"]}}], kind="chat")
+        fake.queue_reply(f"Done, I no longer remember {SECRET}.", kind="chat")
         assert SECRET in await say(app, clock, f"forget my code {SECRET}", "alice")  # the user sees the reply
         await say(app, clock, "what is my locker code?", "alice")
-        assert SECRET not in json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
-        assert "Erased at the user's request" in json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
+        assert SECRET not in json.dumps(fake.last_chat()["messages"], ensure_ascii=False)
+        assert "Erased at the user's request" in json.dumps(fake.last_chat()["messages"], ensure_ascii=False)
         assert files_holding(tmp_path, SECRET) == []

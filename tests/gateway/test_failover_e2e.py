@@ -10,6 +10,7 @@ from typing import Any
 from gateway.app import App
 from memory import ManualClock
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.gateway.handtick import by_hand
 from tests.gateway.test_app import ECHO, _config
 from tests.gateway.test_remembering_e2e import say
 
@@ -42,6 +43,7 @@ async def test_replies_and_extraction_go_to_the_fallback_while_the_primary_is_do
         try:
             await app.open()
             await app.start()
+            await by_hand(app)  # the test's tick is the extraction counted
             assert await say(app, clock, "I drink oat latte every morning", "alice") == "backup-model here"
             assert await say(app, clock, "and tea in the evening", "alice") == "backup-model here"
             # The second message skipped the cooling primary (one failed request, no retry: maxRetries 0).
@@ -51,11 +53,10 @@ async def test_replies_and_extraction_go_to_the_fallback_while_the_primary_is_do
             assert app.extraction is not None
             reports = await app.extraction.tick()  # type: ignore[attr-defined]
             assert [r.ok for r in reports] == [True]
-            assert backup.requests[-1]["response_format"] == {"type": "json_object"}
-            assert backup.requests[-1]["model"] == "backup-model"
+            assert backup.memory_requests("extract")[-1]["model"] == "backup-model"
             # Back up and past its cooldown: the primary answers again.
             primary.down = None
-            primary.queue_reply("primary again")
+            primary.queue_reply("primary again", kind="chat")
             clock.advance(60)
             assert await say(app, clock, "hello?", "alice") == "primary again"
         finally:
@@ -73,6 +74,7 @@ async def test_an_outage_the_extraction_finds_sends_the_next_chat_turn_to_the_fa
         try:
             await app.open()
             await app.start()
+            await by_hand(app)  # the test's tick is the extraction counted
             assert await say(app, clock, "I drink oat latte every morning", "alice") == "test-model here"
             assert (len(primary.requests), len(backup.requests)) == (1, 0)
             primary.down = Reply(status=503)

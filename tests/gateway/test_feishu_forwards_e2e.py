@@ -53,14 +53,14 @@ async def test_a_chat_record_reaches_the_model_with_its_authors_and_stays_forwar
             assert (await feishu.push_event(hook, event, encrypt_key=ENCRYPT_KEY)).status_code == 200
             await _until(lambda: len(feishu.sent) == 1)
             # The model read the record with its authors, and answered it without a comment from the user.
-            assert said(llm.requests[0]) == expected
+            assert said(llm.chat_requests()[0]) == expected
             [sent] = feishu.sent
             assert (sent["chat_id"], sent["text"]) == ("oc_alice", "summary: " + expected)
             # The next turn re-reads the history: the record is still marked as forwarded there.
             follow = feishu.message_event("what did Bob need?", chat_id="oc_alice", open_id=ALICE)
             assert (await feishu.push_event(hook, follow, encrypt_key=ENCRYPT_KEY)).status_code == 200
             await _until(lambda: len(feishu.sent) == 2)
-            history = [m["content"] for m in llm.requests[1]["messages"] if m["role"] == "user"]
+            history = [m["content"] for m in llm.chat_requests()[1]["messages"] if m["role"] == "user"]
             assert any(str(c).endswith(expected) for c in history[:-1])
             assert app.loop is not None and await app.loop.drain(5)
         finally:

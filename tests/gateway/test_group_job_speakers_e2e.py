@@ -58,7 +58,7 @@ async def test_a_group_job_reads_the_members_turns_marked_with_who_said_them(
         finally:
             await asyncio.wait_for(app.close(), 15)
 
-    job = llm.requests[-1]
+    job = llm.last_chat()
     assert "remind the family to water the plants" in said(job)
     *history, latest = _users(job)
     assert history[0].endswith('<said by="Alice">\nevery morning: water the plants\n</said>')

@@ -15,9 +15,10 @@ from tests.fakes.feishu_server import FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI, Reply, said, text_of
 from tests.fakes.telegram_server import FakeTelegram
 
+from .handtick import by_hand
 from .test_e2e_feishu import ENCRYPT_KEY, _app, _feishu_section, _until
 from .test_erasure_e2e import files_holding
-from .test_group_walk_e2e import Scripted, _chat_turn, _note, _prompt, _recalled
+from .test_group_walk_e2e import Scripted, _note, _prompt, _recalled
 from .test_quoted_e2e import _telegram
 
 FAMILY = -100700
@@ -52,6 +53,7 @@ async def test_a_members_forget_all_takes_the_group_notes_of_their_lines_and_the
         try:
             await app.open()
             await asyncio.wait_for(app.start(), 15)
+            await by_hand(app)  # the test ticks extraction itself (handtick.py)
             assert app.loop is not None and app.extraction is not None
             sent = 0
 
@@ -62,7 +64,7 @@ async def test_a_members_forget_all_takes_the_group_notes_of_their_lines_and_the
                 sent += 1
                 await tg.wait_sent(sent, timeout=10)
                 assert app.loop is not None and await app.loop.drain(5)
-                return _chat_turn(llm.requests)
+                return llm.last_chat()
 
             await say(DAD, "I'll book the hotel for the lake trip")
             await say(MOM, "Mia is allergic to peanuts, remember that")
@@ -129,6 +131,7 @@ async def test_the_bot_removed_from_a_feishu_group_erases_its_notes(tmp_path: Pa
         try:
             await app.open()
             await asyncio.wait_for(app.start(), 15)
+            await by_hand(app)  # the test ticks extraction itself (handtick.py)
             assert app.http is not None and app.loop is not None and app.extraction is not None
             hook = app.http.url + "/feishu/events"
             for n, (name, text) in enumerate([("Lin", "we ship 2.0 on March 3"), ("Chen", "when do we ship 2.0?")], 1):
@@ -188,7 +191,7 @@ async def test_memory_save_in_a_group_is_read_by_another_member_there_naming_who
                 sent += 1
                 await tg.wait_sent(sent, timeout=10)
                 assert app.loop is not None and await app.loop.drain(5)
-                return _chat_turn(llm.requests)
+                return llm.last_chat()
 
             await say(LEO, "keep this for everyone: the boat leaves at 9 on Saturday")
             saved = [m for m in llm.requests if m["messages"][-1]["role"] == "tool"][-1]
@@ -247,6 +250,7 @@ async def test_forget_all_in_chinese_counts_the_group_notes_of_the_members_lines
         try:
             await app.open()
             await asyncio.wait_for(app.start(), 15)
+            await by_hand(app)  # the test ticks extraction itself (handtick.py)
             assert app.loop is not None and app.extraction is not None
             sent = 0
 
@@ -296,6 +300,7 @@ async def test_the_bot_removed_while_a_stop_cuts_its_erasure_is_erased_at_the_ne
         try:
             await app.open()
             await asyncio.wait_for(app.start(), 15)
+            await by_hand(app)  # _dad_books_the_hotel ticks extraction itself (handtick.py)
             await _dad_books_the_hotel(app, tg, model, clock, ["hotel", "lake trip"])
             had = await _group_rows(app, owner)
         finally:
@@ -332,12 +337,13 @@ async def test_a_group_jobs_run_recalls_that_groups_notes_and_another_groups_job
         try:
             await app.open()
             await asyncio.wait_for(app.start(), 15)
+            await by_hand(app)  # _dad_books_the_hotel ticks extraction itself (handtick.py)
             await _dad_books_the_hotel(app, tg, model, clock, ["hotel", "booking", "lake trip"])
             ask = "Remind everyone who is booking the hotel for the lake trip"
             await app.loop.run_job(channel="telegram", chat_id=str(FAMILY), user=owner_leo, text=ask)
-            here = _chat_turn(llm.requests)
+            here = llm.last_chat()
             await app.loop.run_job(channel="telegram", chat_id="-100799", user=owner_leo, text=ask)
-            elsewhere = _chat_turn(llm.requests)
+            elsewhere = llm.last_chat()
         finally:
             await asyncio.wait_for(app.close(), 15)
     first = _recalled(here).splitlines()[0]

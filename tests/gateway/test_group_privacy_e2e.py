@@ -63,7 +63,7 @@ async def test_a_group_reads_only_what_the_member_said_there(tmp_path: Path, clo
             # Group A: its own fact and the shared note, not the private one nor group B's.
             tg.push_text(-500, 7, ASK, chat_type="group", first_name="Alice", mention=True)
             await tg.wait_sent(1, timeout=10)
-            recalled = _prompt(llm.requests[-1])
+            recalled = _prompt(llm.last_chat())
             assert GROUP_A in recalled and SHARED in recalled
             assert PRIVATE not in recalled and GROUP_B not in recalled
 
@@ -78,13 +78,13 @@ async def test_a_group_reads_only_what_the_member_said_there(tmp_path: Path, clo
             # Group B: only its own fact.
             tg.push_text(-600, 7, ASK, chat_type="group", first_name="Alice", mention=True)
             await tg.wait_sent(3, timeout=10)
-            recalled = _prompt(llm.requests[-1])
+            recalled = _prompt(llm.last_chat())
             assert GROUP_B in recalled and PRIVATE not in recalled and GROUP_A not in recalled
 
             # Her private chat: all of her own.
             tg.push_text(7, 7, ASK, first_name="Alice")
             await tg.wait_sent(4, timeout=10)
-            recalled = _prompt(llm.requests[-1])
+            recalled = _prompt(llm.last_chat())
             assert PRIVATE in recalled and GROUP_A in recalled
             assert "depression" not in " ".join(_prompt(b) for b in llm.requests[:-1])
         finally:

@@ -35,7 +35,7 @@ async def _ask(tg: FakeTelegram, llm: FakeOpenAI, chat: int, user: int, n: int, 
     tg.push_text(chat, user, text, chat_type="group" if chat < 0 else "private", first_name="X",
                  mention=chat < 0)
     await tg.wait_sent(n, timeout=10)
-    return _prompt(llm.requests[-1])
+    return _prompt(llm.last_chat())
 
 
 async def _command(tg: FakeTelegram, chat: int, user: int, n: int, text: str) -> str:

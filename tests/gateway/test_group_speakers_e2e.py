@@ -89,13 +89,13 @@ async def test_feishu_group_names_members_from_contacts_or_a_stable_label(tmp_pa
         finally:
             await asyncio.wait_for(app.close(), 30)
 
-    users = _users(llm.requests[1])
+    users = _users(llm.chat_requests()[1])
     assert users[0].startswith('<said by="Alice Wang">\n') and "the deadline is Friday" in users[0]
     label = users[1].split('"')[1]
     assert label.startswith("member ") and bob not in llm.prompts_text()
     # The same label for Bob on every turn: in the history and as the asker.
-    assert [u.split('"')[1] for u in _users(llm.requests[2])] == ["Alice Wang", label, label]
-    assert f'The latest message is from "{label}".' in text_of(llm.requests[2]["messages"][0]["content"])
+    assert [u.split('"')[1] for u in _users(llm.chat_requests()[2])] == ["Alice Wang", label, label]
+    assert f'The latest message is from "{label}".' in text_of(llm.chat_requests()[2]["messages"][0]["content"])
     # Each name was asked of the contact directory once.
     assert feishu.contact_requests.count(alice) == 1 and feishu.contact_requests.count(bob) == 1
     assert [r[:2] for r in _rows(tmp_path)] == [(alice, "Alice Wang"), (bob, ""), (bob, "")]

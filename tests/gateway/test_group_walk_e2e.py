@@ -23,6 +23,7 @@ from tests.fakes.feishu_server import FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI, Reply, said, split_user_content, text_of
 from tests.fakes.telegram_server import FakeTelegram
 
+from .handtick import by_hand
 from .test_e2e_feishu import ENCRYPT_KEY, _app, _feishu_section, _until
 from .test_quoted_e2e import _telegram
 from .test_remembering_e2e import Model
@@ -60,12 +61,6 @@ class Scripted(Model):
         return Reply(content=f"ok ({len(body['messages'])})")
 
 
-def _chat_turn(requests: list[dict[str, Any]]) -> dict[str, Any]:
-    """The last chat turn's request: a background extraction's (JSON mode)
-    may have come in after it."""
-    return [b for b in requests if b.get("response_format", {}).get("type") != "json_object"][-1]
-
-
 def _block(body: dict[str, Any]) -> str:
     return split_user_content(text_of(body["messages"][-1]["content"]))[0]
 
@@ -86,24 +81,25 @@ async def test_a_family_plans_a_trip_in_a_group_over_three_weeks(tmp_path: Path,
         try:
             await app.open()
             await asyncio.wait_for(app.start(), 15)
+            await by_hand(app)  # learn() ticks: the loop's own tick took its users first under load
             assert app.loop is not None and app.extraction is not None and app.cron is not None
             sent = 0
 
             async def say(user: int, text: str, *, group: bool = True, mention: bool = True,
                           reply: bool = False, chat: int = FAMILY) -> dict[str, Any]:
                 nonlocal sent
-                asked = len(llm.requests)
+                asked = len(llm.chat_requests())  # a due extraction may ask meanwhile: not an answer
                 tg.push_text(chat if group else user, user, text, chat_type="supergroup" if group else "private",
                              first_name=NAMES[user], mention=group and mention, reply_to_bot=reply)
                 if group and not mention and not reply:
                     await asyncio.sleep(0.3)
                     assert app.loop is not None and await app.loop.drain(5)
-                    assert len(tg.sent) == sent and len(llm.requests) == asked  # not addressed: no answer
+                    assert len(tg.sent) == sent and len(llm.chat_requests()) == asked  # not addressed: no answer
                     return {}
                 sent += 1
                 await tg.wait_sent(sent, timeout=10)
                 assert app.loop is not None and await app.loop.drain(5)
-                return _chat_turn(llm.requests)
+                return llm.last_chat()
 
             async def learn(*found: tuple[str, dict[str, Any]], notes: tuple[tuple[str, dict[str, Any]], ...] = ()) -> None:
                 model.extractions.extend(found)
@@ -229,13 +225,14 @@ async def test_a_team_decides_a_release_in_a_feishu_group(tmp_path: Path, clock:
         try:
             await app.open()
             await asyncio.wait_for(app.start(), 15)
+            await by_hand(app)  # learn() ticks: the loop's own tick took its users first under load
             assert app.http is not None and app.loop is not None and app.extraction is not None
             hook = app.http.url + "/feishu/events"
             out = 0
 
             async def say(name: str, text: str, mention: bool = True) -> dict[str, Any]:
                 nonlocal out
-                asked = len(llm.requests)
+                asked = len(llm.chat_requests())  # a due extraction may ask meanwhile: not an answer
                 event = feishu.message_event(("@_user_1 " if mention else "") + text, chat_id="oc_release",
                                              chat_type="group", open_id=people[name],
                                              mentions=[feishu.mention()] if mention else [])
@@ -243,12 +240,12 @@ async def test_a_team_decides_a_release_in_a_feishu_group(tmp_path: Path, clock:
                 if not mention:
                     await asyncio.sleep(0.3)
                     assert app.loop is not None and await app.loop.drain(5)
-                    assert len(feishu.sent) == out and len(llm.requests) == asked
+                    assert len(feishu.sent) == out and len(llm.chat_requests()) == asked
                     return {}
                 out += 1
                 await _until(lambda: len(feishu.sent) == out)
                 assert app.loop is not None and await app.loop.drain(5)
-                return _chat_turn(llm.requests)
+                return llm.last_chat()
 
             async def learn(*found: tuple[str, dict[str, Any]], notes: tuple[tuple[str, dict[str, Any]], ...] = ()) -> None:
                 model.extractions.extend(found)

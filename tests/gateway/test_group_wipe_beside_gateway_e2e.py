@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from gateway.app import App
@@ -118,3 +119,39 @@ async def test_the_cli_refuses_beside_a_gateway_that_does_not_take_a_groups_eras
     assert code == 1 and "does not take a group's erasure" in err and "nothing was erased" in err, (out, err)
     async with await MemoryEngine.open(tmp_path / "data" / "memory.db") as engine:
         assert await _rows(engine) == 1
+
+
+async def test_the_pages_erasure_of_one_group_note_drains_the_gateways_queued_lines_first(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    # A group note's erasure takes the group's waiting lines that repeat it
+    # (or extraction would write it again): one still queued for the group
+    # commit would land after it, as in the group wipe.
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        app = _gateway(tmp_path, clock, llm, tg)
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            engine: MemoryEngine = app.backend.engine  # type: ignore[union-attr]
+            note = await engine.add(NewMemory(owner=OWNER, content="Dad lands at nine", provenance=Provenance(
+                channel=FAMILY[0], chat_id=FAMILY[1], group=True, speakers=("telegram:11",), said_by=("Dad",))))
+            assert app.backend is not None and app.memory_web is not None
+            busy = asyncio.create_task(engine.db.write(
+                "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 2000000) "
+                "SELECT count(*) FROM c"))
+            await asyncio.sleep(0)
+            first = asyncio.create_task(app.backend.buffer([replace(_line("Dad lands at nine"), message_id="6")]))
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)  # its statement sent to the writer, behind the long one
+            second = asyncio.create_task(app.backend.buffer([replace(_line("so: Dad lands at nine, ok?"),
+                                                                     message_id="7")]))
+            await asyncio.sleep(0)  # queued in the batcher behind it
+            plan = await app.memory_web.admin.erase_group_note(note.id, f"{FAMILY[0]}:{FAMILY[1]}")
+            await asyncio.wait_for(asyncio.gather(busy, first, second), 10)
+            assert plan.buffered_lines == 2
+            assert await _rows(engine) == 0  # both waiting lines went with the note, none written after
+            # The member's own copies stay theirs: only the group's were its to take.
+            row = await engine.db.fetchone("SELECT COUNT(*) FROM extraction_buffer WHERE owner = 'telegram:11'")
+            assert row is not None and row[0] == 2
+        finally:
+            await asyncio.wait_for(app.close(), 30)

@@ -23,11 +23,13 @@ KEY = "sk-embed-e2e-0123456789"
 CONCEPTS = {"automobile": "car"}
 
 
-def running(tmp_path: Path, clock: ManualClock, *, gateway: dict[str, Any] | None = None, **embedding: Any) -> Any:
+def running(tmp_path: Path, clock: ManualClock, *, gateway: dict[str, Any] | None = None, by_hand: bool = False,
+            **embedding: Any) -> Any:
     section = {"enabled": True, "model": "fake-embed", "minSimilarity": 0.1, **embedding}
     fake = {"embedding_concepts": CONCEPTS, "embedding_dim": 1024}
     more = {"gateway": gateway} if gateway is not None else {}
-    return remembering.running(tmp_path, Model(), clock, fake_options=fake, memory={"embedding": section}, **more)
+    return remembering.running(tmp_path, Model(), clock, fake_options=fake, memory={"embedding": section},
+                               by_hand=by_hand, **more)
 
 
 async def seed(app: App) -> None:
@@ -39,7 +41,7 @@ async def seed(app: App) -> None:
 
 
 def prompt_of(fake: FakeOpenAI) -> str:
-    return json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
+    return json.dumps(fake.last_chat()["messages"], ensure_ascii=False)
 
 
 async def test_a_memory_in_other_words_reaches_the_prompt(tmp_path: Path) -> None:
@@ -93,7 +95,7 @@ async def test_a_fact_saved_or_extracted_is_found_by_meaning_at_once(tmp_path: P
     """The vectorizer polls hourly here: only the wake after a save or an
     extraction can embed the new facts before the next question."""
     clock = ManualClock("2026-03-02T10:00:00Z")
-    async with running(tmp_path, clock, interval="1h") as (app, fake):
+    async with running(tmp_path, clock, interval="1h", by_hand=True) as (app, fake):
         index = app.vectorizer.index
 
         async def embedded(n: int) -> bool:

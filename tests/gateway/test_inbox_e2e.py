@@ -203,7 +203,7 @@ async def test_a_stop_past_its_timeout_leaves_the_waiting_messages_for_the_next_
             await quiet(again)
         assert [m.text for m in tg.sent] == ["re: first", "re: second", "re: third"]
         # Each answered knowing the ones before it and their replies.
-        assert "re: first" in str(llm.requests[-2]["messages"]) and "re: second" in str(llm.requests[-1]["messages"])
+        assert "re: first" in str(llm.chat_requests()[-2]["messages"]) and "re: second" in str(llm.last_chat()["messages"])
 
 
 async def test_a_crash_after_the_reply_but_before_the_inbox_row_went_answers_nothing_twice(

@@ -70,7 +70,7 @@ async def test_a_feishu_group_message_resumed_from_the_inbox_keeps_its_speakers_
             assert app.redelivered is not None and len(app.redelivered.answered) == 1
         finally:
             await g.stop()
-    carol = llm.requests[-1]
+    carol = llm.last_chat()
     assert _users(carol)[-1].endswith('<said by="Carol Li">\nand when is it due?\n</said>')
     assert 'The latest message is from "Carol Li".' in text_of(carol["messages"][0]["content"])
     assert CAROL not in llm.prompts_text()
@@ -161,7 +161,7 @@ async def test_a_feishu_picture_whose_download_a_kill_cut_is_downloaded_again_af
         await _restarted(tmp_path, clock, llm, feishu, inbox_empty=True, once_more=True)
     mid = event["event"]["message"]["message_id"]
     assert feishu.resource_downloads[-1] == (mid, key) and len(llm.requests) == 1
-    assert _images(llm.requests[0]) == ["data:image/jpeg;base64," + base64.b64encode(PHOTO).decode()]
+    assert _images(llm.chat_requests()[0]) == ["data:image/jpeg;base64," + base64.b64encode(PHOTO).decode()]
     assert feishu.texts() == ["re: [photo]"]
     assert [r for r, _, _ in _history(tmp_path)] == ["user", "assistant"]
 
@@ -189,7 +189,7 @@ async def test_a_feishu_picture_taken_whole_but_queued_when_killed_is_downloaded
         clock.advance(60)
         await _restarted(tmp_path, clock, llm, feishu, sent=2)
     assert len(feishu.resource_downloads) == 2 and _NOTE not in feishu.texts()
-    assert _images(llm.requests[-1]) == ["data:image/jpeg;base64," + base64.b64encode(PHOTO).decode()]
+    assert _images(llm.last_chat()) == ["data:image/jpeg;base64," + base64.b64encode(PHOTO).decode()]
     assert feishu.texts()[-1].startswith("re: ") and "what does it say?" in feishu.texts()[-1]
 
 
@@ -209,7 +209,7 @@ async def test_a_feishu_file_whose_download_a_kill_cut_is_read_again_after_the_r
         release.set()
         clock.advance(60)
         await _restarted(tmp_path, clock, llm, feishu)
-    assert "owner Dana" in json.dumps(llm.requests[0]["messages"][-1]) and len(llm.requests) == 1
+    assert "owner Dana" in json.dumps(llm.chat_requests()[0]["messages"][-1]) and len(llm.requests) == 1
     assert "no longer with me" not in feishu.texts()[0]
     [(role, _, words)] = _history(tmp_path)[:1]
     assert role == "user" and "plan.txt" in words
@@ -271,7 +271,7 @@ async def test_a_feishu_picture_whose_download_a_graceful_stop_cut_is_left_for_t
         clock.advance(60)
         await _restarted(tmp_path, clock, llm, feishu, inbox_empty=True, once_more=True)
     assert feishu.resource_downloads[-1] == (mid, key) and len(llm.requests) == 1
-    assert _images(llm.requests[0]) == ["data:image/jpeg;base64," + base64.b64encode(PHOTO).decode()]
+    assert _images(llm.chat_requests()[0]) == ["data:image/jpeg;base64," + base64.b64encode(PHOTO).decode()]
     assert len(feishu.texts()) == 1 and "what does it say?" in feishu.texts()[0] and _NOTE not in feishu.texts()
 
 
@@ -344,7 +344,7 @@ async def test_a_feishu_reply_whose_quote_a_kill_cut_is_read_again_after_the_res
         clock.advance(60)
         await _restarted(tmp_path, clock, llm, feishu, inbox_empty=True)
     assert feishu.texts() != [_UNREAD] and len(llm.requests) == 1
-    assert "Thursday 14:00" in json.dumps(llm.requests[0]["messages"][-1])
+    assert "Thursday 14:00" in json.dumps(llm.chat_requests()[0]["messages"][-1])
     assert "what does that mean for us?" in feishu.texts()[0]
 
 
@@ -388,7 +388,7 @@ async def test_a_feishu_chat_record_whose_read_a_kill_cut_is_read_again_after_th
         clock.advance(60)
         await _restarted(tmp_path, clock, llm, feishu, inbox_empty=True)
     assert feishu.texts() != [_UNREAD] and len(llm.requests) == 1
-    asked = json.dumps(llm.requests[0]["messages"][-1])
+    asked = json.dumps(llm.chat_requests()[0]["messages"][-1])
     assert "Thursday 14:00" in asked and "by Wednesday" in asked
 
 
@@ -416,7 +416,7 @@ async def test_a_feishu_reply_whose_quote_a_graceful_stop_cut_is_left_for_the_ne
         release.set()
         clock.advance(60)
         await _restarted(tmp_path, clock, llm, feishu)
-    assert len(llm.requests) == 1 and "Thursday 14:00" in json.dumps(llm.requests[0]["messages"][-1])
+    assert len(llm.requests) == 1 and "Thursday 14:00" in json.dumps(llm.chat_requests()[0]["messages"][-1])
     assert "what does that mean for us?" in feishu.texts()[0]
 
 
@@ -435,4 +435,4 @@ async def test_a_feishu_chat_record_whose_read_a_graceful_stop_cut_is_left_for_t
         release.set()
         clock.advance(60)
         await _restarted(tmp_path, clock, llm, feishu)
-    assert len(llm.requests) == 1 and "Thursday 14:00" in json.dumps(llm.requests[0]["messages"][-1])
+    assert len(llm.requests) == 1 and "Thursday 14:00" in json.dumps(llm.chat_requests()[0]["messages"][-1])

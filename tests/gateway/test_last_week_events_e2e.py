@@ -17,6 +17,7 @@ from memory import ManualClock
 from tests.fakes.openai_server import FakeOpenAI, Reply, said, split_user_content, text_of
 from tests.fakes.telegram_server import FakeTelegram
 
+from .handtick import by_hand
 from .test_e2e_feishu import _app
 from .test_quoted_e2e import _telegram
 
@@ -52,7 +53,7 @@ async def _summarised(app: App, clock: ManualClock) -> None:
 
 
 def _block(llm: FakeOpenAI) -> str:
-    block, _ = split_user_content(text_of(llm.requests[-1]["messages"][-1]["content"]))
+    block, _ = split_user_content(text_of(llm.last_chat()["messages"][-1]["content"]))
     return block
 
 
@@ -64,6 +65,7 @@ async def test_last_weeks_chats_are_recalled_from_their_summaries_on_the_users_c
         try:
             await app.open()
             await asyncio.wait_for(app.start(), 15)
+            await by_hand(app)  # _summarised ticks extraction itself (handtick.py)
             await _say(app, tg, 7, "我在考虑报名考驾照，周末有空")  # 2026-02-24: the week before last
             await _summarised(app, clock)
             clock.advance(6 * 86400)  # Monday 2026-03-02, 10:10 in Shanghai: last week
@@ -94,7 +96,7 @@ async def test_last_weeks_chats_are_recalled_from_their_summaries_on_the_users_c
 
             # A group reads no one's chat summaries.
             await _say(app, tg, -500, "上周我们聊了什么？", chat_type="group", mention=True)
-            group = json.dumps(llm.requests[-1]["messages"], ensure_ascii=False)
+            group = json.dumps(llm.last_chat()["messages"], ensure_ascii=False)
             assert not any(s in group for s in SUMMARIES.values()), group
         finally:
             await asyncio.wait_for(app.close(), 15)

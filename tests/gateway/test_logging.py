@@ -46,6 +46,25 @@ def test_secret_keys_values_and_shapes_are_redacted() -> None:
     assert rec["api_key"] == "***" and rec["token_count"] == 42  # counts are not secrets
 
 
+def test_a_group_owner_id_is_logged_by_its_tag_never_its_chat_id() -> None:
+    # A chat id is personal data (a private group's, a Feishu oc_ id): any
+    # line naming a group's own memory (an extraction's, a compression's
+    # owner) names it by channel and tag, as memory/groupowner.py logged_owner.
+    from memory.groupowner import logged_owner
+
+    out = io.StringIO()
+    configure_logging(stream=out)
+    log = get_logger("memory")
+    log.error("extraction flush failed; buffer kept", owner="group:telegram:-1001234567", user="telegram:42")
+    log.info("owners", owners=["group:feishu:oc_5ad11d72b830411d72b836c20", "alice"], note="for group:telegram:-100777.")
+    first, second = lines(out)[-2:]
+    assert first["owner"] == logged_owner("group:telegram:-1001234567") and first["owner"].startswith("group:telegram:#")
+    assert first["user"] == "telegram:42"  # a person's id as before
+    assert second["owners"] == [logged_owner("group:feishu:oc_5ad11d72b830411d72b836c20"), "alice"]
+    assert second["note"] == f"for {logged_owner('group:telegram:-100777')}."
+    assert "1001234567" not in out.getvalue() and "oc_5ad11d" not in out.getvalue() and "-100777" not in out.getvalue()
+
+
 def test_stdlib_library_lines_are_redacted_too() -> None:
     out = io.StringIO()
     configure_logging(stream=out, level="DEBUG")
@@ -236,7 +255,7 @@ def test_an_error_logged_by_type_and_place_renders_on_a_terminal_too(capsys: pyt
     except ValueError as exc:
         get_logger("gateway").error("handling failed", **error_fields(exc))
     assert "Logging error" not in capsys.readouterr().err
-    assert "handling failed" in out.getvalue() and "ValueError" in out.getvalue() and "8806" not in out.getvalue()
+    assert "handling failed" in out.getvalue() and "ValueError" in out.getvalue() and "pin is 8806" not in out.getvalue()
     structlog.reset_defaults()
     try:
         raise ValueError("again")
@@ -298,7 +317,7 @@ async def test_a_task_exception_never_retrieved_is_logged_by_type_not_its_text()
             await asyncio.sleep(0)
     finally:
         loop.set_exception_handler(saved)
-    assert "QUOKKA" not in stream.getvalue() and "8806" not in stream.getvalue()
+    assert "QUOKKA" not in stream.getvalue() and "pin is 8806" not in stream.getvalue()
     [line] = named(stream, "Task exception was never retrieved")
     assert (line["task"], line["coroutine"], line["error"]) == (
         "chat:telegram:42", "test_a_task_exception_never_retrieved_is_logged_by_type_not_its_text.<locals>.doomed",

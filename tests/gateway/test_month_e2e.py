@@ -24,6 +24,7 @@ from gateway.cron import INTERNAL_DAILY, INTERNAL_WEEKLY
 from memory import ManualClock
 from memory.clock import parse_ts
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.gateway.handtick import by_hand, cron_by_hand
 from tests.gateway.test_app import ECHO, _config
 from tests.gateway.test_remembering_e2e import say
 
@@ -79,14 +80,17 @@ async def gateway(tmp_path: Path, fake: FakeOpenAI, clock: ManualClock) -> Async
     app = App(cfg, paths, clock=clock, channel_specs=(ECHO,))
     try:
         await app.open()
-        await app.start()  # runs the jobs missed while down
+        await app.start()  # runs the jobs missed while down (awaited: not the poll's work)
+        # The tests tick extraction and run cron by hand (_tick, the held
+        # daily run): the loops would race them for the due user and jobs.
+        await cron_by_hand(await by_hand(app))
         yield app
     finally:
         await app.close()
 
 
 async def _tick(app: App) -> None:
-    """What the background loops do at this moment of the clock."""
+    """What the background loops (stopped: handtick.py) do at this moment of the clock."""
     assert app.extraction is not None and app.cron is not None
     await app.extraction.tick()  # type: ignore[attr-defined]
     await app.cron.run_due()  # type: ignore[attr-defined]
@@ -246,7 +250,7 @@ async def test_a_fact_said_after_midnight_in_shanghai_is_cited_with_the_users_da
             assert [e[0] for e in events] == ["2026-03-20"]
             clock.advance(600)
             await say(app, clock, "which toolchain do builds use?", "bob")
-            prompt = json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
+            prompt = json.dumps(fake.last_chat()["messages"], ensure_ascii=False)
             overview = await say(app, clock, "/memory", "bob")
             found = await say(app, clock, "/memory toolchain", "bob")
             await say(app, clock, "/export", "bob")

@@ -62,7 +62,7 @@ async def test_a_stored_memory_cannot_close_its_block_or_open_a_section(tmp_path
             await asyncio.wait_for(app.close(), 15)
 
     assert ("telegram:9", HOSTILE) in _owners(tmp_path)  # kept as said: bad words are data, not lost
-    last = llm.requests[-1]
+    last = llm.last_chat()
     content = text_of(last["messages"][-1]["content"])
     block, words = split_user_content(content)
     assert words == "do you remember what tea I like?"
@@ -100,9 +100,9 @@ async def test_a_member_cannot_steer_a_save_into_another_members_memory(tmp_path
             await asyncio.wait_for(app.close(), 15)
 
     assert not any("sent to Bob" in content for _, content in _owners(tmp_path))
-    tool = [m for m in llm.requests[2]["messages"] if m["role"] == "tool"]
+    tool = [m for m in llm.chat_requests()[2]["messages"] if m["role"] == "tool"]
     assert len(tool) == 1 and "private chat" in tool[0]["content"]  # the model is told why, and can say so
-    private = llm.requests[-1]
+    private = llm.last_chat()
     assert all("sent to Bob" not in text_of(m["content"]) for m in private["messages"])
 
 
@@ -167,7 +167,7 @@ async def test_a_members_words_do_not_steer_what_is_recalled_for_another(tmp_pat
         finally:
             await asyncio.wait_for(app.close(), 15)
 
-    steered, asked = llm.requests[1], llm.requests[2]
+    steered, asked = llm.chat_requests()[1], llm.chat_requests()[2]
     assert all("9000" not in text_of(m["content"]) for m in steered["messages"])
     assert "9000" in text_of(asked["messages"][-1]["content"])
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from gateway.prompt import PromptBuilder, Speaker, fit_history, said_by, speaker_labels
 from gateway.sessions import StoredMessage
+from memory.groupowner import member_tag
+from memory.namesakes import GroupNames
 
 
 def _row(i: int, sender: str, name: str, text: str, role: str = "user") -> StoredMessage:
@@ -19,6 +21,22 @@ def test_members_of_the_same_name_are_told_apart_and_nameless_ones_get_a_stable_
     assert labels["9"].startswith("member ") and len(labels["9"]) == len("member 3f9a")
     assert labels["cron"] == "scheduled job"
     assert speaker_labels(history, Speaker("9", ""))["9"] == labels["9"]  # the same label every turn
+
+
+def test_a_name_another_member_went_by_outside_the_window_is_tagged_as_the_notes_tag_it() -> None:
+    # Grandpa went by "Dad" in the group's notes; only Dad is in the window.
+    known = GroupNames(gone_by={"dad": frozenset({"telegram:31"}), "mom": frozenset({"telegram:33"})})
+    history = [_row(1, "33", "Mom", "hi"), _row(2, "32", "Dad", "hello")]
+    labels = speaker_labels(history, Speaker("32", "Dad", "telegram:32"), known)
+    assert labels == {"33": "Mom", "32": f"Dad #{member_tag('32')}"}
+    # Grandpa himself, alone in the window, keeps his name; once it is shared he is tagged too.
+    assert speaker_labels([], Speaker("31", "DAD", "telegram:31"), known) == {"31": "DAD"}
+    shared = GroupNames(shared=frozenset({"dad"}))
+    assert speaker_labels([], Speaker("31", "Dad", "telegram:31"), shared) == {"31": f"Dad #{member_tag('31')}"}
+    # A name the notes label apart (a colon) is compared as the notes write it.
+    odd = GroupNames(gone_by={"dr  who": frozenset({"telegram:40"})})
+    assert odd.told_apart("Dr: Who", "telegram:41") is False  # "Dr  Who" is one space in the notes' label
+    assert GroupNames(gone_by={"dr who": frozenset({"telegram:40"})}).told_apart("Dr: Who", "telegram:41")
 
 
 def test_the_newest_name_labels_every_turn_and_names_are_kept_to_one_line() -> None:

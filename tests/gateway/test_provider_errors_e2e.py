@@ -161,8 +161,8 @@ async def test_parallel_malformed_and_unknown_tool_calls_each_get_an_answer(tmp_
         tg.push_text(42, 42, "what did I say about the launch?")
         text = await _one_reply(tg, app)
     assert text == "Nothing saved about the launch."
-    results = [m for m in llm.requests[1]["messages"] if m["role"] == "tool"]
-    calls = llm.requests[1]["messages"][-4]["tool_calls"]
+    results = [m for m in llm.chat_requests()[1]["messages"] if m["role"] == "tool"]
+    calls = llm.chat_requests()[1]["messages"][-4]["tool_calls"]
     assert [r["tool_call_id"] for r in results] == [c["id"] for c in calls]
     assert not results[0]["content"].startswith("error")
     assert results[1]["content"].startswith("error: arguments are not a JSON object")

@@ -47,7 +47,7 @@ async def _lived(tmp_path: Path, gap: timedelta) -> list[str]:
         clock.advance(gap)
         await say(app, clock, QUESTION, "alice")
         # The chat's request (the background extraction may have asked since).
-        return recalled([r for r in fake.requests if not r.get("response_format")][-1])
+        return recalled(fake.last_chat())
 
 
 async def test_a_question_weeks_later_is_not_steered_by_the_topic_left_off_on(tmp_path: Path) -> None:

@@ -198,7 +198,7 @@ async def test_a_debug_log_of_the_walk_holds_none_of_alices_words_nor_her_key(tm
     clock = ManualClock("2026-03-02T10:00:00Z")
     model = Tooling()
     try:
-        async with remembering.running(tmp_path, model, clock) as (app, fake):
+        async with remembering.running(tmp_path, model, clock, by_hand=True) as (app, fake):
             configure_logging(level="DEBUG", secrets=config_secrets(app.cfg), stream=stream, json_output=True)
             for text in (f"my {PIN}; and {DIAGNOSIS.replace('Alice was', 'I was')}",
                          f"{CODENAME.replace(chr(39) + 's', ' my')}; my API key is {CREDENTIAL}",

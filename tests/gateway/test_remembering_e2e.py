@@ -21,6 +21,7 @@ from memory.clock import parse_ts
 from memory.filestore import FileMemory
 from tests.disk import on_disk
 from tests.fakes.openai_server import FakeOpenAI, Reply, split_user_content, text_of
+from tests.gateway import handtick
 from tests.gateway.test_app import ECHO, EchoChannel, _config
 
 
@@ -95,15 +96,20 @@ async def say(app: App, clock: ManualClock, text: str, sender: str) -> str:
 
 @asynccontextmanager
 async def running(
-    tmp_path: Path, model: Model, clock: ManualClock, *, fake_options: dict[str, Any] | None = None, **config: Any
+    tmp_path: Path, model: Model, clock: ManualClock, *, fake_options: dict[str, Any] | None = None,
+    by_hand: bool = False, **config: Any
 ) -> AsyncIterator[tuple[App, FakeOpenAI]]:
-    """The App on the fake model, opened and started; closed afterwards."""
+    """The App on the fake model, opened and started; closed afterwards.
+    ``by_hand``: its background extraction loop stopped, for a test that
+    ticks extraction itself (tests/gateway/handtick.py)."""
     async with FakeOpenAI(api_key="sk-e2e-key-0123456789", responder=model, **(fake_options or {})) as fake:
         cfg, paths = _config(tmp_path, fake, **config)
         app = App(cfg, paths, clock=clock, channel_specs=(ECHO,))
         try:
             await app.open()
             await app.start()
+            if by_hand:
+                await handtick.by_hand(app)
             yield app, fake
         finally:
             await app.close()
@@ -126,7 +132,7 @@ def fact(content: str, *, updates: int | None = None, category: str = "config") 
 async def test_said_then_extracted_then_recalled_with_citation(tmp_path: Path) -> None:
     model = Model()
     clock = ManualClock("2026-03-02T10:00:00Z")
-    async with running(tmp_path, model, clock, gateway={"timezone": "Asia/Shanghai"}) as (app, fake):
+    async with running(tmp_path, model, clock, gateway={"timezone": "Asia/Shanghai"}, by_hand=True) as (app, fake):
 
         await say(app, clock, "我最近每天早上都喝燕麦拿铁，不加糖。", "alice")
         # Nothing is extracted while the conversation is going on.
@@ -146,13 +152,13 @@ async def test_said_then_extracted_then_recalled_with_citation(tmp_path: Path) -
         clock.advance(7 * 86400)
         await say(app, clock, "/new", "alice")
         await say(app, clock, "我之前说过我喜欢喝什么咖啡？", "alice")
-        prompt = json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
+        prompt = json.dumps(fake.last_chat()["messages"], ensure_ascii=False)
         assert "用户每天早上喝燕麦拿铁，不加糖" in prompt
         assert "2026-03-02" in prompt  # cited with its date
 
         # Another user asking the same question gets none of it.
         await say(app, clock, "我之前说过我喜欢喝什么咖啡？", "bob")
-        assert "燕麦拿铁" not in json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
+        assert "燕麦拿铁" not in json.dumps(fake.last_chat()["messages"], ensure_ascii=False)
 
         # The preference changes: the new fact supersedes the old one.
         await say(app, clock, "我现在改喝美式了，不再喝拿铁。", "alice")
@@ -165,9 +171,9 @@ async def test_said_then_extracted_then_recalled_with_citation(tmp_path: Path) -
         reports = await app.extraction.tick()  # type: ignore[attr-defined]
         assert reports and all(r.ok for r in reports) and model.extractions == []
         await say(app, clock, "我之前说过我喜欢喝什么咖啡？", "alice")
-        prompt = json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
+        prompt = json.dumps(fake.last_chat()["messages"], ensure_ascii=False)
         assert "用户现在喝美式咖啡" in prompt
-        assert "用户每天早上喝燕麦拿铁" not in as_current(fake.requests[-1])  # superseded facts are not recalled as current
+        assert "用户每天早上喝燕麦拿铁" not in as_current(fake.last_chat())  # superseded facts are not recalled as current
         # Recalling reinforces the memory, written in batches off the reply path.
         engine = app.backend.engine  # type: ignore[union-attr]
         assert any(t.get_name() == "memory-access" and not t.done() for t in app._tasks)
@@ -182,7 +188,7 @@ async def test_a_paraphrased_fact_is_found_by_the_words_the_user_said(tmp_path: 
     it was drawn from never reach the prompt."""
     model = Model()
     clock = ManualClock("2026-03-02T10:00:00Z")
-    async with running(tmp_path, model, clock) as (app, fake):
+    async with running(tmp_path, model, clock, by_hand=True) as (app, fake):
         said = "I've been doing kickboxing at the Eastside gym twice a week since spring"
         await say(app, clock, said, "alice")
         model.extractions.append(("kickboxing", {
@@ -198,18 +204,18 @@ async def test_a_paraphrased_fact_is_found_by_the_words_the_user_said(tmp_path: 
         clock.advance(86400)
         await say(app, clock, "/new", "alice")
         await say(app, clock, "which gym do I go to for kickboxing?", "alice")
-        prompt = json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
+        prompt = json.dumps(fake.last_chat()["messages"], ensure_ascii=False)
         assert "Alice trains in a combat sport" in prompt
         assert "Eastside" not in prompt  # the source words index the fact, they are not shown
 
         await say(app, clock, "which gym do I go to for kickboxing?", "bob")
-        assert "combat sport" not in json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
+        assert "combat sport" not in json.dumps(fake.last_chat()["messages"], ensure_ascii=False)
 
 
 async def test_failed_extraction_keeps_the_buffer_and_retries(tmp_path: Path) -> None:
     model = Model()
     clock = ManualClock("2026-03-02T10:00:00Z")
-    async with running(tmp_path, model, clock) as (app, fake):
+    async with running(tmp_path, model, clock, by_hand=True) as (app, fake):
         await say(app, clock, "My deploy target is Fly.io in the ams region.", "carol")
         fake.queue_error(500)  # the memory model is down
         clock.advance(200)
@@ -280,7 +286,7 @@ async def test_a_scheduled_jobs_prompt_and_reply_are_never_taken_for_what_the_us
         await app._cron_store.add(schedule="30 * * * *", message="Remind me to drink water",
                                   channel="echo", chat_id="c-alice", user="echo:alice", job_id="water")
         clock.advance(3600)
-        fake.queue_reply("Time to drink some water!")
+        fake.queue_reply("Time to drink some water!", kind="chat")
         await app.cron.run_due()  # type: ignore[attr-defined]
         assert app.loop is not None and await app.loop.drain(5)
         echo = app.channels["echo"]
@@ -296,7 +302,7 @@ async def test_a_scheduled_jobs_prompt_and_reply_are_never_taken_for_what_the_us
 
         # The conversation still reads right: the job's turn is in the history.
         await say(app, clock, "thanks", "alice")
-        history = json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
+        history = json.dumps(fake.last_chat()["messages"], ensure_ascii=False)
         assert "Time to drink some water!" in history
 
         # A restart (the rows left looking unbuffered would be buffered again) changes nothing.
@@ -314,8 +320,9 @@ async def test_asking_to_forget_a_fact_does_not_bring_it_back_through_extraction
         [miso] = await engine.list_memories("echo:alice")
         assert miso.content == "my cat is called Miso"
 
-        fake.queue_reply(None, tool_calls=[{"name": "memory_forget", "arguments": {"ids": [miso.to_hit().ref]}}])
-        fake.queue_reply("Done, I have forgotten your cat's name.")
+        fake.queue_reply(None, tool_calls=[{"name": "memory_forget", "arguments": {"ids": [miso.to_hit().ref]}}],
+                         kind="chat")
+        fake.queue_reply("Done, I have forgotten your cat's name.", kind="chat")
         assert await say(app, clock, "forget that my cat is called Miso", "alice") == (
             "Done, I have forgotten your cat's name."
         )
@@ -352,7 +359,7 @@ async def test_an_edited_message_corrects_what_the_bot_remembers(tmp_path: Path)
     edit of the same message id, or an unknown id, changes nothing."""
     model = Model()
     clock = ManualClock("2026-03-02T10:00:00Z")
-    async with running(tmp_path, model, clock) as (app, fake):
+    async with running(tmp_path, model, clock, by_hand=True) as (app, fake):
         echo = app.channels["echo"]
         assert isinstance(echo, EchoChannel) and app.loop is not None and app.extraction is not None
 
@@ -373,7 +380,7 @@ async def test_an_edited_message_corrects_what_the_bot_remembers(tmp_path: Path)
         assert app.loop.stats.revised == 3
 
         await send("when is my birthday?", "m2")
-        history = json.dumps(fake.requests[-1]["messages"][1:-1], ensure_ascii=False)
+        history = json.dumps(fake.last_chat()["messages"][1:-1], ensure_ascii=False)
         assert "my birthday is 4 May" in history
         assert "my birthday is 3 May" not in history and "1 January" not in history
 
@@ -385,7 +392,7 @@ async def test_an_edited_message_corrects_what_the_bot_remembers(tmp_path: Path)
         assert model.extractions == []  # the correction was what the model read
         await send("/new", "m3")
         await send("when is my birthday?", "m4")
-        prompt = json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
+        prompt = json.dumps(fake.last_chat()["messages"], ensure_ascii=False)
         assert "Alice's birthday is 4 May" in prompt and "Alice's birthday is 3 May" not in prompt
 
 
@@ -413,7 +420,7 @@ async def test_an_edited_message_rewrites_the_file_stores_log(tmp_path: Path) ->
         assert "- 10:00 user: call me on 555-0123\n" in day.read_text(encoding="utf-8")
 
         await send("what is my number?", "m2")
-        prompt = json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
+        prompt = json.dumps(fake.last_chat()["messages"], ensure_ascii=False)
         assert "555-0123" in prompt and "555-0199" not in prompt
 
 
@@ -426,15 +433,15 @@ async def test_a_user_in_another_time_zone_gets_their_date_and_their_nine_oclock
         assert app._cron_store is not None and app.cron is not None
         assert (await say(app, clock, "/timezone 上海", "alice")).startswith("好的，你的时区是 Asia/Shanghai")
         fake.queue_reply(None, tool_calls=[{"name": "cron_add", "arguments": {"schedule": "0 9 * * *",
-                                                                              "message": "plan my day"}}])
-        fake.queue_reply("Every day at 9 it is.")
+                                                                              "message": "plan my day"}}], kind="chat")
+        fake.queue_reply("Every day at 9 it is.", kind="chat")
         await say(app, clock, "every day at 9, help me plan my day", "alice")
-        assert "Current date: 2026-11-23 Monday (Asia/Shanghai)" in fake.requests[-2]["messages"][0]["content"]
+        assert "Current date: 2026-11-23 Monday (Asia/Shanghai)" in fake.chat_requests()[-2]["messages"][0]["content"]
         [job] = await app._cron_store.list("echo:alice")
         assert (job.timezone, job.next_run_at) == ("Asia/Shanghai", "2026-11-23T01:00:00Z")
         # Bob set nothing: the gateway's zone, as before.
         await say(app, clock, "what day is it?", "bob")
-        assert "Current date: 2026-11-22 Sunday (UTC)" in fake.requests[-1]["messages"][0]["content"]
+        assert "Current date: 2026-11-22 Sunday (UTC)" in fake.last_chat()["messages"][0]["content"]
         # What she said is learnt on her clock too, and her day's event is her Monday.
         await _extract(app, clock)
         assert any("[2026-11-23 Mon 04:00] user: every day at 9" in p for p in model.extraction_prompts)
@@ -469,7 +476,7 @@ async def test_a_decision_that_changes_is_not_kept_as_current_in_the_core_profil
     as current (in Core Memory or the recalled memories), nor /memory."""
     model = ProfilingModel()
     clock = ManualClock("2026-01-05T10:00:00Z")
-    async with running(tmp_path, model, clock) as (app, fake):
+    async with running(tmp_path, model, clock, by_hand=True) as (app, fake):
         assert app.extraction is not None and app.compressor is not None
         await say(app, clock, "Project Atlas launches on February 10. I'm the tech lead.", "alice")
         model.extractions.append(("Atlas", {"facts": [
@@ -502,9 +509,9 @@ async def test_a_decision_that_changes_is_not_kept_as_current_in_the_core_profil
         clock.advance(86400)
         await say(app, clock, "/new", "alice")
         await say(app, clock, "When does Atlas launch?", "alice")
-        prompt = json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
+        prompt = json.dumps(fake.last_chat()["messages"], ensure_ascii=False)
         assert "Project Atlas launch moved to March 3" in prompt
-        assert "February 10" not in as_current(fake.requests[-1])
+        assert "February 10" not in as_current(fake.last_chat())
         assert "Alice is tech lead of Atlas" in prompt  # the entry on a fact that still holds stays
         shown = await say(app, clock, "/memory", "alice")
         assert "March 3" in shown and "February 10" not in shown

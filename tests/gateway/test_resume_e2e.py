@@ -67,7 +67,7 @@ async def test_a_telegram_message_cut_by_a_crash_is_answered_once_after_the_rest
             assert again.resumed is not None and [r.message_id for r in again.resumed.answered] == [mid]
         assert reply.chat_id == 42 and reply.text == "re: is the launch still on Thursday?"
         # Asked once: the stored row is the question, not also in the history before it.
-        prompt = llm.requests[1]["messages"]
+        prompt = llm.chat_requests()[1]["messages"]
         assert sum("launch still on Thursday" in str(m["content"]) for m in prompt) == 1
         assert _history(tmp_path) == [("user", mid, "is the launch still on Thursday?"),
                                       ("assistant", mid, "re: is the launch still on Thursday?")]
@@ -210,7 +210,7 @@ async def test_a_forwarded_message_cut_by_a_crash_is_answered_as_the_forward_it_
             await tg.wait_sent(1, timeout=15)
             await quiet(again)
             assert again.resumed is not None and len(again.resumed.answered) == 1
-        first, resumed = llm.requests[0], llm.requests[1]
+        first, resumed = llm.chat_requests()[0], llm.chat_requests()[1]
         assert split_user_content(text_of(first["messages"][-1]["content"])) == split_user_content(
             text_of(resumed["messages"][-1]["content"]))
         assert "Dana Kim runs the Friday launch" in text_of(resumed["messages"][-1]["content"])
@@ -255,7 +255,7 @@ async def test_a_reply_to_a_message_cut_by_a_crash_is_answered_with_what_it_repl
             assert [(r.content, why) for r, why in again.resumed.skipped] == [
                 ("is that right?", "not kept whole (a job's, a group's quote, or from before)")]
         assert reply.text == "re: why Thursday?" and len(llm.requests) == 4
-        assert _quote(llm.requests[3]) == _quote(llm.requests[1]) != ""
+        assert _quote(llm.chat_requests()[3]) == _quote(llm.chat_requests()[1]) != ""
 
 
 async def test_a_message_sent_while_the_gateway_was_down_does_not_hide_the_cut_one(
@@ -344,7 +344,7 @@ async def test_a_message_queued_behind_a_cut_turn_is_answered_after_the_restart(
             assert [m.text for m in tg.sent] == ["re: is the launch still on Thursday?", "re: and who brings the slides?"]
             # The second was written at the stop, after the first, and is answered knowing the first's reply.
             assert [r for r, _, _ in _history(home)] == ["user", "user", "assistant", "assistant"]
-            assert "re: is the launch still on Thursday?" in str(llm.requests[-1]["messages"])
+            assert "re: is the launch still on Thursday?" in str(llm.last_chat()["messages"])
 
 
 async def test_a_command_a_stop_left_unanswered_gets_a_note_asking_for_it_again(
@@ -520,7 +520,7 @@ async def test_after_a_stop_the_next_turn_reads_each_answer_after_its_question(t
             tg.push_text(42, 42, "thanks")
             await tg.wait_sent(3, timeout=15)
             await quiet(again)
-        turns = [(m["role"], text_of(m["content"])) for m in llm.requests[-1]["messages"][1:-1]]
+        turns = [(m["role"], text_of(m["content"])) for m in llm.last_chat()["messages"][1:-1]]
         assert turns == [
             ("user", "is the launch on Thursday?"), ("assistant", "re: is the launch on Thursday?"),
             ("user", "and who runs the demo?"), ("assistant", "re: and who runs the demo?"),

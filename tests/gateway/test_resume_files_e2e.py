@@ -83,7 +83,7 @@ async def test_a_file_cut_by_a_crash_is_read_again_as_the_first_turn_read_it(
         await _restart_twice(tmp_path, clock, llm, tg)
         [reply] = tg.sent
         assert reply.text == "re: [file q3.pdf] what budget did we agree?"
-        first, resumed = (_latest(r) for r in llm.requests[:2])
+        first, resumed = (_latest(r) for r in llm.chat_requests()[:2])
         assert "budget 40k" in first and resumed == first
         with sqlite3.connect(tmp_path / "data" / "gateway.db") as db:  # kept once, not again by the resumed turn
             assert db.execute("SELECT name FROM recent_files").fetchall() == [("q3.pdf",)]
@@ -126,7 +126,7 @@ async def test_a_voice_note_cut_by_a_crash_is_answered_as_its_transcript(tmp_pat
         [reply] = tg.sent
         assert reply.text == "re: [voice] what did I say about my sister's birthday?"
         assert len(llm.transcriptions) == 1  # heard once: the row keeps the transcript
-        first, resumed = (_latest(r) for r in llm.requests[:2])
+        first, resumed = (_latest(r) for r in llm.chat_requests()[:2])
         assert resumed == first
 
 
@@ -158,7 +158,7 @@ async def test_a_file_and_a_voice_note_waiting_behind_a_cut_turn_are_answered_af
         first, file, voice = (m.text for m in tg.sent)
         assert (first, file) == ("re: is the launch on Thursday?", "re: [file notes.txt] what budget?")
         assert voice == "Sorry, I restarted before I could listen to your voice message. Please send it again."
-        assert "budget 40k" in _latest(llm.requests[-1]) and len(llm.requests) == 3
+        assert "budget 40k" in _latest(llm.last_chat()) and len(llm.requests) == 3
         async with _running(tmp_path, clock, llm, tg) as third:
             await quiet(third)
             assert third.resumed is not None and third.resumed.answered == []

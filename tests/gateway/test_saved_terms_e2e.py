@@ -44,9 +44,9 @@ async def test_a_fact_the_model_saves_is_found_by_the_terms_it_gave(
         assert m.content == FACT and m.search_terms == ("数据库", "database", "选型", "Postgres")
         fake_llm.queue_reply("Postgres。")
         await app.channels["echo"].say("数据库我们最后选了什么？")  # type: ignore[attr-defined]
-        assert FACT in _recalled(fake_llm.requests[-1])
+        assert FACT in _recalled(fake_llm.last_chat())
         # The terms are not the fact: never shown to the model as memory.
-        assert "选型" not in _recalled(fake_llm.requests[-1])
+        assert "选型" not in _recalled(fake_llm.last_chat())
     finally:
         await app.close()
 
@@ -59,7 +59,7 @@ async def test_the_tool_offers_terms_and_hostile_ones_change_nothing_else(
         "terms": ["x" * 500, {"a": 1}, 7, "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789", "数据\u202e库", "database"],
     })
     try:
-        props = next(t for t in fake_llm.requests[0]["tools"] if t["function"]["name"] == "memory_save")
+        props = next(t for t in fake_llm.chat_requests()[0]["tools"] if t["function"]["name"] == "memory_save")
         assert props["function"]["parameters"]["properties"]["terms"]["type"] == "array"
         # Kept: the fact as given; of the terms, only the clean words (no key's shape, no bidi mark).
         assert (m.content, m.category.value, m.importance) == (FACT, "decision", 0.8)
@@ -74,7 +74,7 @@ async def test_terms_that_are_no_list_leave_the_fact_saved_without_terms(
     app, m = await _saved(tmp_path, clock, fake_llm, {"content": FACT, "terms": {"zh": "数据库"}})
     try:
         assert m.content == FACT and m.search_terms == ()
-        assert "Saved" in str(fake_llm.requests[1]["messages"])  # the tool answered, not refused
+        assert "Saved" in str(fake_llm.chat_requests()[1]["messages"])  # the tool answered, not refused
     finally:
         await app.close()
 

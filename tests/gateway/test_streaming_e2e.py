@@ -60,7 +60,7 @@ async def test_a_slow_reply_shows_as_drafts_then_comes_whole(tmp_path: Path, clo
         tg.push_text(42, 42, "when is the launch?")
         [reply] = await tg.wait_sent(1, timeout=15)
         assert app.loop is not None and await app.loop.drain(5)
-    assert llm.requests[0]["stream"] is True
+    assert llm.chat_requests()[0]["stream"] is True
     assert reply.text == "The launch moved to Thursday." and reply.parse_mode == "HTML"
     texts = [d.text for d in tg.drafts]
     assert len(texts) >= 2 and texts == sorted(texts, key=len)  # it grows
@@ -79,7 +79,7 @@ async def test_a_quick_reply_has_no_drafts(tmp_path: Path, clock: ManualClock) -
         llm.queue_stream(["Quick ", "answer."])
         tg.push_text(42, 42, "hi")
         [reply] = await tg.wait_sent(1, timeout=15)
-    assert llm.requests[0]["stream"] is True and reply.text == "Quick answer." and tg.drafts == []
+    assert llm.chat_requests()[0]["stream"] is True and reply.text == "Quick answer." and tg.drafts == []
 
 
 async def test_a_group_sees_typing_not_drafts_and_the_reply_still_quotes(tmp_path: Path, clock: ManualClock) -> None:
@@ -149,7 +149,7 @@ async def test_a_scheduled_job_is_not_streamed(tmp_path: Path, clock: ManualCloc
         await app.loop.run_job(channel="telegram", chat_id="42", user="telegram:42", text="Remind me to stretch",
                                private=True)
         await tg.wait_sent(2, timeout=15)
-    assert llm.requests[0].get("stream") is True and "stream" not in llm.requests[1]
+    assert llm.chat_requests()[0].get("stream") is True and "stream" not in llm.chat_requests()[1]
 
 
 async def test_a_slow_start_shows_the_thinking_placeholder_first(tmp_path: Path, clock: ManualClock) -> None:

@@ -48,7 +48,7 @@ async def test_the_conversation_moves_with_the_group_to_its_supergroup(tmp_path:
             [_, second] = await tg.wait_sent(2, timeout=10)
             assert second.chat_id == -100500 and second.text == "re: what was the codename?"
             # The model read the conversation from before the upgrade.
-            said = [text_of(m["content"]) for m in llm.requests[-1]["messages"]]
+            said = [text_of(m["content"]) for m in llm.last_chat()["messages"]]
             assert any("the launch codename is Bluebird" in s for s in said[:-1])
             assert any("re: the launch codename is Bluebird" in s for s in said[:-1])
             assert app.loop is not None and await app.loop.drain(5)
@@ -92,7 +92,7 @@ async def test_a_turn_under_way_at_the_upgrade_is_stored_under_the_new_id(tmp_pa
             [reply, second] = await tg.wait_sent(2, timeout=10)
             assert reply.chat_id == -100500 and reply.text == "noted: Bluebird"
             assert second.chat_id == -100500 and second.text == "re: what was the codename?"
-            said = [text_of(m["content"]) for m in llm.requests[-1]["messages"]]
+            said = [text_of(m["content"]) for m in llm.last_chat()["messages"]]
             assert any("noted: Bluebird" in s for s in said[:-1])
             assert await loop.drain(5)
         finally:
@@ -143,7 +143,7 @@ async def test_a_turn_of_the_new_id_under_way_at_the_upgrade_ends_before_the_mov
             hold.set()
             [_, hello, second] = await tg.wait_sent(3, timeout=10)
             assert hello.text == "hello there" and second.text == "re: what was the codename?"
-            said = [text_of(m["content"]) for m in llm.requests[-1]["messages"]]
+            said = [text_of(m["content"]) for m in llm.last_chat()["messages"]]
             assert any("the launch codename is Bluebird" in s for s in said[:-1])
             assert any("hello there" in s for s in said[:-1])
             assert await loop.drain(5)
@@ -249,7 +249,7 @@ async def test_what_was_learnt_in_the_group_is_still_read_in_its_supergroup(tmp_
             tg.push_text(-100500, 7, "who chose the Bluebird codename?", chat_type="supergroup", first_name="Alice",
                          mention=True)
             await tg.wait_sent(2, timeout=10)
-            assert "chosen by Alice" in json.dumps(llm.requests[-1]["messages"])
+            assert "chosen by Alice" in json.dumps(llm.last_chat()["messages"])
             [event] = await engine.events("telegram:7")
             assert event.chat_id == "-100500"
         finally:

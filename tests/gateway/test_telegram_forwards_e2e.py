@@ -41,7 +41,7 @@ async def test_a_burst_of_forwards_is_answered_once_with_its_authors(tmp_path: P
             tg.push_text(9, 9, "QA needs two more days", forward_origin=dana)
             tg.push_text(9, 9, "freeze starts Thursday", forward_origin=origin_channel(-1007, "Acme Ops", 4, date=FEB_27))
             await tg.wait_sent(1, timeout=10)
-            content = text_of(llm.requests[0]["messages"][-1]["content"])
+            content = text_of(llm.chat_requests()[0]["messages"][-1]["content"])
             assert f"{BLOCK}\n\nwhat does this mean for my week?" in content
             assert app.loop is not None and await app.loop.drain(5)
         finally:
@@ -61,7 +61,7 @@ async def test_a_burst_of_forwards_is_answered_once_with_its_authors(tmp_path: P
         finally:
             await asyncio.wait_for(app.close(), 15)
         assert len(tg.sent) == 2 and len(llm.requests) == 2
-        assert "[location 52.52000, 13.40500]" in text_of(llm.requests[1]["messages"][-1]["content"])
+        assert "[location 52.52000, 13.40500]" in text_of(llm.chat_requests()[1]["messages"][-1]["content"])
     # Tier 0 (and memory, which learns from it) keeps whose words they were.
     assert _rows(tmp_path) == [f"{BLOCK}\n\nwhat does this mean for my week?", "[location 52.52000, 13.40500]"]
 

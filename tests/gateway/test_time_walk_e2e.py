@@ -34,6 +34,7 @@ from memory.clock import format_ts, parse_ts
 from memory.lease import LeaseBusy, Leases
 from tests.fakes.openai_server import FakeOpenAI, Reply, said, split_user_content, text_of
 from tests.fakes.telegram_server import FakeTelegram
+from tests.gateway import handtick
 from tests.gateway.test_app import ECHO, EchoChannel, _config
 from tests.gateway.test_delivery import FAST, Rig, _rig
 from tests.gateway.test_failover_e2e import BACKUP_KEY, _app_with_fallback, answer
@@ -88,14 +89,18 @@ class Model:
 
 
 @asynccontextmanager
-async def gateway(tmp_path: Path, clock: ManualClock, model: Model | None = None,
+async def gateway(tmp_path: Path, clock: ManualClock, model: Model | None = None, *, by_hand: bool = False,
                   **config: Any) -> AsyncIterator[tuple[App, FakeOpenAI]]:
+    """``by_hand``: the background extraction loop stopped, for a test
+    that ticks extraction itself (tests/gateway/handtick.py)."""
     async with FakeOpenAI(api_key="sk-time-walk-0123456789", responder=model or Model()) as fake:
         cfg, paths = _config(tmp_path, fake, **config)
         app = App(cfg, paths, clock=clock, channel_specs=(ECHO,))
         try:
             await app.open()
             await app.start()
+            if by_hand:
+                await handtick.by_hand(app)
             yield app, fake
         finally:
             await app.close()
@@ -362,7 +367,7 @@ async def test_a_gateway_off_over_the_spring_forward_night_catches_up_each_job_o
     clock.set(local("2026-03-07", "19:00", NY))
     model = Model()
     config = {"gateway": {"timezone": "America/New_York"}}
-    async with gateway(tmp_path, clock, model, **config) as (app, _):
+    async with gateway(tmp_path, clock, model, by_hand=True, **config) as (app, _):
         await say(app, clock, "remind me every day at 8 to take my pills", ALICE)
         await say(app, clock, "we booked the cabin for Easter", ALICE)
         clock.advance(600)
@@ -371,7 +376,7 @@ async def test_a_gateway_off_over_the_spring_forward_night_catches_up_each_job_o
         daily_before = await _runs(app, "daily_compress")
         clock.set(local("2026-03-07", "22:00", NY))
     clock.set(local("2026-03-08", "10:00", NY))  # the machine was off; the clock skipped 02:00-03:00 meanwhile
-    async with gateway(tmp_path, clock, model, **config) as (app, fake):
+    async with gateway(tmp_path, clock, model, by_hand=True, **config) as (app, fake):
         assert await _runs(app, "daily_compress") == daily_before + 1  # Saturday's events, once
         events = await app.backend.engine.db.fetchall(  # type: ignore[attr-defined]
             "SELECT event_date, is_compressed FROM daily_events WHERE owner = ?", (OWNER,))
@@ -414,7 +419,8 @@ async def test_a_zone_changed_mid_day_loses_no_day_log_and_compresses_each_once(
         assert app.extraction is not None
         await app.extraction.tick()  # type: ignore[attr-defined]
 
-    async with gateway(tmp_path, clock) as (app, fake):  # gateway.timezone unset: UTC, compression at 03:00 UTC
+    # gateway.timezone unset: UTC, compression at 03:00 UTC
+    async with gateway(tmp_path, clock, by_hand=True) as (app, fake):
         await say(app, clock, "/timezone New York", ALICE)
         await chat("we booked the cabin in Maine")  # 10 Nov, 20:00 in New York
         clock.set(local("2026-11-11", "10:00", SHANGHAI))  # 10 Nov 21:00 in New York: her day is not over
@@ -425,7 +431,7 @@ async def test_a_zone_changed_mid_day_loses_no_day_log_and_compresses_each_once(
         for ask in ("what did we talk about yesterday?", "昨天我们聊了什么？"):
             clock.set(local("2026-11-12", "09:00", SHANGHAI))
             await say(app, clock, ask, ALICE)
-            block = split_user_content(text_of(fake.requests[-1]["messages"][-1]["content"]))[0]
+            block = split_user_content(text_of(fake.last_chat()["messages"][-1]["content"]))[0]
             assert "near the Bund" in block and "cabin in Maine" not in block, block
             assert "2026-11-11" in block, block
         clock.advance(600)
@@ -490,7 +496,7 @@ async def test_core_memory_dates_an_entry_on_the_users_calendar(tmp_path: Path, 
                                    provenance=Provenance(date_from=said_at, date_to=said_at)))
         clock.advance(600)
         await say(app, clock, "anything I should pack?", ALICE)
-        core = core_memory(fake.requests[-1])
+        core = core_memory(fake.last_chat())
         assert "· 2026-11-10] Alice is allergic to peanuts" in core, core
         assert "· 2026-11-10] Alice prefers aisle seats" in core, core
         # Back on the gateway's zone (Shanghai, 10:10 on the 11th there): its calendar for what she
@@ -499,7 +505,7 @@ async def test_core_memory_dates_an_entry_on_the_users_calendar(tmp_path: Path, 
         await engine.add(NewMemory(owner=OWNER, tier=1, content="Alice takes green tea, no sugar",
                                    category=Category.CONFIG, importance=0.9))
         await say(app, clock, "and now?", ALICE)
-        core = core_memory(fake.requests[-1])
+        core = core_memory(fake.last_chat())
         assert "· 2026-11-10] Alice is allergic to peanuts" in core, core
         assert "· 2026-11-11] Alice takes green tea" in core, core
 
@@ -524,7 +530,7 @@ async def test_with_no_timezone_of_their_own_yesterday_is_the_gateways_yesterday
         await app.extraction.tick()  # type: ignore[attr-defined]
 
     clock.set(local("2026-11-09", "20:00", SHANGHAI))
-    async with gateway(tmp_path, clock, gateway={"timezone": "Asia/Shanghai"}) as (app, fake):
+    async with gateway(tmp_path, clock, gateway={"timezone": "Asia/Shanghai"}, by_hand=True) as (app, fake):
         await chat("2026-11-09", "my sister visited from Chengdu")
         await chat("2026-11-10", "we repainted the kitchen blue")
         events = await app.backend.engine.db.fetchall(  # type: ignore[attr-defined]
@@ -533,14 +539,14 @@ async def test_with_no_timezone_of_their_own_yesterday_is_the_gateways_yesterday
         for ask in ("what did we talk about yesterday?", "昨天我们聊了什么？"):
             clock.set(local("2026-11-11", "07:00", SHANGHAI))
             await say(app, clock, ask, bob)
-            body = fake.requests[-1]
+            body = fake.last_chat()
             assert "Current date: 2026-11-11" in text_of(body["messages"][0]["content"])
             block = split_user_content(text_of(body["messages"][-1]["content"]))[0]
             assert "repainted the kitchen" in block and "Chengdu" not in block, block
         # The memory_search tool reads it the same way.
         await say(app, clock, "look up what we said yesterday", bob)
-        found = text_of(fake.requests[-1]["messages"][-1]["content"])
-        assert fake.requests[-1]["messages"][-1]["role"] == "tool"
+        found = text_of(fake.last_chat()["messages"][-1]["content"])
+        assert fake.last_chat()["messages"][-1]["role"] == "tool"
         assert "repainted the kitchen" in found.splitlines()[0], found  # ranked first: yesterday's
 
 
@@ -575,7 +581,7 @@ async def test_a_clock_stepped_back_an_hour_does_not_hold_what_was_said_from_mem
     Stepped back an hour, the clock put that line an hour ahead: the user
     went quiet, and was not learnt from until the hour had passed."""
     clock.set(local("2026-06-01", "09:00", NY))
-    async with gateway(tmp_path, clock) as (app, _):
+    async with gateway(tmp_path, clock, by_hand=True) as (app, _):
         await say(app, clock, "my new phone number ends in 4471", ALICE)
         clock.advance(-3600)
         clock.advance(200)
@@ -595,7 +601,7 @@ async def test_a_clock_stepped_back_an_hour_does_not_add_the_hour_to_a_failed_ex
     is due: how much of it has passed is not known, so it is tried now."""
     model = Model()
     clock.set(local("2026-06-01", "09:00", NY))
-    async with gateway(tmp_path, clock, model) as (app, _):
+    async with gateway(tmp_path, clock, model, by_hand=True) as (app, _):
         await say(app, clock, "my new phone number ends in 4471", ALICE)
         model.memory_down = True
         clock.advance(200)

@@ -69,8 +69,8 @@ async def test_a_telegram_photo_with_caption_reaches_the_model_and_only_its_mark
             # Only the latest message: the next request's history has the mark, never the picture.
             tg.push_text(42, 42, "thanks")
             await tg.wait_sent(2, timeout=10)
-            history = llm.requests[1]["messages"]
-            assert images(llm.requests[1]) == [] and all(isinstance(m["content"], str) for m in history)
+            history = llm.chat_requests()[1]["messages"]
+            assert images(llm.chat_requests()[1]) == [] and all(isinstance(m["content"], str) for m in history)
             assert {"role": "user", "content": "[photo] what is the wifi password on this note?"} in history
             assert app.loop is not None and await app.loop.drain(5)
         finally:
@@ -89,7 +89,7 @@ async def test_what_the_photo_showed_is_learnt_from_the_reply_and_recalled_later
     caption does not trigger retrieval."""
     model = Model()
     clock = ManualClock("2026-03-02T10:00:00Z")
-    async with running(tmp_path, model, clock, agent=VISION) as (app, fake):
+    async with running(tmp_path, model, clock, agent=VISION, by_hand=True) as (app, fake):
         echo = app.channels["echo"]
         assert app.loop is not None
 
@@ -104,7 +104,7 @@ async def test_what_the_photo_showed_is_learnt_from_the_reply_and_recalled_later
         retrievals = app.loop.stats.retrievals
         await send("", Image(PHOTO, "image/jpeg"))
         assert app.loop.stats.retrievals == retrievals  # a photo alone: no recall noise
-        assert images(fake.requests[-1]) == [("image/jpeg", PHOTO)]
+        assert images(fake.last_chat()) == [("image/jpeg", PHOTO)]
         fake.responder = lambda body: Reply(content="The note says: wifi password is hunter2-blue")
         await send("what is the wifi password?", Image(PHOTO, "image/jpeg"))
         fake.responder = model
@@ -123,7 +123,7 @@ async def test_what_the_photo_showed_is_learnt_from_the_reply_and_recalled_later
         clock.advance(86400)
         await send("/new")
         await send("what was the wifi password on the photo I sent yesterday?")
-        recalled = text_of(fake.requests[-1]["messages"][-1]["content"])
+        recalled = text_of(fake.last_chat()["messages"][-1]["content"])
         assert "The wifi password is hunter2-blue" in recalled
 
 
@@ -137,7 +137,7 @@ async def test_without_vision_a_photo_gets_the_note_as_before(tmp_path: Path, cl
             tg.push_photo(42, 42, [PHOTO], caption="and this one?")
             await tg.wait_sent(2, timeout=10)
             assert tg.texts(42) == [UNREADABLE_REPLY, "re: and this one?"]
-            assert images(llm.requests[0]) == [] and tg.file_downloads == []
+            assert images(llm.chat_requests()[0]) == [] and tg.file_downloads == []
         finally:
             await asyncio.wait_for(app.close(), 15)
 
@@ -154,7 +154,7 @@ async def test_a_photo_too_large_gets_a_clear_note_and_its_caption_is_answered(
             tg.push_document(42, 42, PHOTO, mime_type="image/jpeg", file_name="scan.jpg", caption="my receipt")
             note, answer = await tg.wait_sent(2, timeout=10)
             assert note.text.startswith("That picture is too large for me to read (the limit is 97 KB).")
-            assert answer.text == "re: [photo not read] my receipt" and images(llm.requests[0]) == []
+            assert answer.text == "re: [photo not read] my receipt" and images(llm.chat_requests()[0]) == []
             assert app.loop is not None and await app.loop.drain(5)
         finally:
             await asyncio.wait_for(app.close(), 15)
@@ -174,7 +174,7 @@ async def test_a_group_photo_without_mention_is_ignored_as_group_messages_are(
             tg.push_photo(-100, 42, [THUMB], caption="what is this?", chat_type="group", mention=True)
             [reply] = await tg.wait_sent(1, timeout=10)
             assert reply.text == "I see 1 picture(s). re: [photo] what is this?" and reply.reply_to is not None
-            assert len(llm.requests) == 1 and images(llm.requests[0]) == [("image/jpeg", THUMB)]
+            assert len(llm.requests) == 1 and images(llm.chat_requests()[0]) == [("image/jpeg", THUMB)]
             assert len(tg.file_downloads) == 1
             assert app.loop is not None and await app.loop.drain(5) and app.loop.stats.ignored == 1
         finally:
@@ -196,7 +196,7 @@ async def test_a_feishu_image_message_reaches_the_model(tmp_path: Path, clock: M
             assert r.status_code == 200
             await _until(lambda: len(feishu.sent) == 1)
             assert feishu.texts() == ["I see 1 picture(s). re: [photo]"]
-            assert images(llm.requests[0]) == [("image/png", png)] and llm.refused == []
+            assert images(llm.chat_requests()[0]) == [("image/png", png)] and llm.refused == []
             assert app.loop is not None and await app.loop.drain(5)
         finally:
             await asyncio.wait_for(app.close(), 30)
@@ -231,11 +231,11 @@ async def test_a_model_that_cannot_see_answers_the_caption_and_says_it_cannot_se
                 "I can't see pictures with this model. re: [photo] and on this one?",
             ]
             assert len(llm.refused) == 1 and len(llm.requests) == 2  # the second photo: one request, no refusal
-            assert images(llm.requests[1]) == [] and all(isinstance(m["content"], str)
-                                                         for m in llm.requests[1]["messages"])
+            assert images(llm.chat_requests()[1]) == [] and all(isinstance(m["content"], str)
+                                                         for m in llm.chat_requests()[1]["messages"])
             # Nobody saw the first photo: the next prompt's history, and memory, say so.
             assert {"role": "user", "content": "[photo not read] what is the wifi password on this note?"} \
-                in llm.requests[1]["messages"]
+                in llm.chat_requests()[1]["messages"]
             assert app.loop is not None and await app.loop.drain(5)
             engine = app.backend.engine  # type: ignore[attr-defined]
             waiting = [r["content"] for r in await engine.db.fetchall(

@@ -10,8 +10,9 @@ from html import unescape
 from urllib.parse import quote
 
 import httpx
+from structlog.testing import capture_logs
 
-from memory import MemoryEngine, NewMemory, Provenance
+from memory import MemoryEngine, NewMemory, Provenance, Status
 from memory.groupnotes import group_owner
 from tests.gateway.test_web import Site, login, site  # noqa: F401  (site: the fixture)
 from tests.gateway.webform import parse
@@ -94,3 +95,88 @@ async def test_a_group_is_named_by_its_title_on_every_page(engine: MemoryEngine,
                 assert "永久删除群聊 Family 的记忆？" in confirm
         finally:
             await http.stop()
+
+
+async def _notes(engine: MemoryEngine) -> tuple[int, int]:
+    hotel = await engine.add(NewMemory(owner=OWNER, content="Dad is booking the hotel for the lake trip",
+                                       provenance=Provenance(channel=FAMILY[0], chat_id=FAMILY[1], group=True,
+                                                             speakers=("telegram:11",), said_by=("Dad",))))
+    cake = await engine.add(NewMemory(owner=OWNER, content="Mom brings the cake", provenance=Provenance(
+        channel=FAMILY[0], chat_id=FAMILY[1], group=True, speakers=("telegram:12",), said_by=("Mom",))))
+    return hotel.id, cake.id
+
+
+async def _log(engine: MemoryEngine, memory_id: int) -> list[tuple[str, str, str, str]]:
+    rows = await engine.db.fetchall("SELECT job, owner, action, detail FROM memory_log WHERE memory_id = ? ORDER BY id",
+                                    (memory_id,))
+    return [tuple(r) for r in rows]
+
+
+async def test_one_group_note_is_edited_from_the_groups_page_logged_without_its_words(site: Site) -> None:
+    hotel, cake = await _notes(site.engine)
+    alice = await site.add("alice", "alice likes lakes")
+    async with site.client(bearer=False) as c:
+        await login(c)
+        # The picker leads to the group's own page, its notes listed with who said them.
+        start = parse((await c.get("/memory")).text)
+        [link] = [a["href"] for a, _ in start.links if a.get("title") == "telegram:-100123"]
+        assert link == f"/memory/group?group={quote('telegram:-100123', safe='')}"
+        group_page = (await c.get(link)).text
+        assert "Dad is booking the hotel" in group_page and "said by Dad" in group_page and "said by Mom" in group_page
+        form_url = parse(group_page).link(f"Edit m{hotel}")
+        page = parse((await c.get(unescape(form_url))).text)
+        method, action, fields = page.submit(page.button("Save"))
+        assert (method, action) == ("post", "/memory/group-note/edit")
+        typed = {k: "Dad booked the hotel by the lake" if k == "content" else v for k, v in fields}
+        with capture_logs() as logs:
+            r = await asyncio.wait_for(c.post(action, data=typed, follow_redirects=True), 10)
+        assert r.status_code == 200 and f"The group's note m{hotel} saved." in unescape(r.text)
+        assert "Dad booked the hotel by the lake" in r.text
+        # A stale or forged form: the wrong CSRF token changes nothing; a person's memory is not a group note.
+        bad = {**typed, "csrf": "x", "content": "forged"}
+        assert (await c.post(action, data=bad)).status_code == 403
+        elsewhere = {**typed, "id": str(alice), "content": "forged"}
+        r = await c.post(action, data=elsewhere)
+        assert r.status_code == 404 and f"no note m{alice} of the group telegram:-100123" in unescape(r.text)
+        other = {**typed, "group": "telegram:-100999", "content": "forged"}
+        assert (await c.post(action, data=other)).status_code == 404
+    note = await site.engine.get(hotel)
+    assert note is not None and note.content == "Dad booked the hotel by the lake"
+    assert note.provenance.said_by == ("Dad",) and note.owner == OWNER  # who said it stays
+    assert [m.content for m in await site.engine.list_memories("alice")] == ["alice likes lakes"]
+    [(job, owner, action, detail)] = await _log(site.engine, hotel)
+    assert (job, owner, action) == ("web", OWNER, "edit") and "hotel" not in detail and "content" in detail
+    # The log names the group by its tag, never its chat id.
+    assert [e for e in logs if e["event"] == "memory page: group note edited"]
+    assert not [e for e in logs if "-100123" in repr(e)]
+    assert (await site.engine.get(cake)) is not None
+
+
+async def test_one_group_note_is_erased_after_a_confirmation_its_older_version_with_it(site: Site) -> None:
+    hotel, cake = await _notes(site.engine)
+    older = await site.engine.add(NewMemory(owner=OWNER, content="Dad might book the hotel", provenance=Provenance(
+        channel=FAMILY[0], chat_id=FAMILY[1], group=True, speakers=("telegram:11",), said_by=("Dad",))))
+    await site.engine.set_status(older.id, Status.SUPERSEDED, superseded_by=hotel)
+    async with site.client(bearer=False) as c:
+        await login(c)
+        group_page = parse((await c.get(f"/memory/group?group={quote('telegram:-100123')}")).text)
+        confirm = (await c.get(unescape(group_page.link(f"Erase… m{hotel}")))).text
+        assert f"Erase the group's note m{hotel} for good?" in unescape(confirm) and "1 older version" in confirm
+        assert (await site.engine.get(hotel)) is not None  # a link never erases
+        page = parse(confirm)
+        method, action, fields = page.submit(page.button("Erase for good"))
+        assert (method, action) == ("post", "/memory/group-note/erase")
+        assert (await c.post(action, data={**dict(fields), "csrf": "x"})).status_code == 403
+        assert (await site.engine.get(hotel)) is not None
+        with capture_logs() as logs:
+            r = await asyncio.wait_for(c.post(action, data=dict(fields), follow_redirects=True), 10)
+        assert r.status_code == 200 and f"The group's note m{hotel} erased for good." in unescape(r.text)
+        assert "Mom brings the cake" in r.text and "booking the hotel" not in r.text
+        # Erased already: said so, nothing else touched.
+        again = await c.post(action, data=dict(fields))
+        assert again.status_code == 404
+    assert await site.engine.get(hotel) is None and await site.engine.get(older.id) is None
+    assert (await site.engine.get(cake)) is not None
+    assert [(j, o, a) for j, o, a, _ in await _log(site.engine, hotel)] == [("web", OWNER, "erase")]
+    assert not [e for e in logs if "-100123" in repr(e)]
+    assert b"booking the hotel" not in site.engine.db.path.read_bytes()

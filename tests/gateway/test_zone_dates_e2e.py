@@ -42,7 +42,7 @@ class Flaky(Model):
 
 def recalled(fake: Any) -> str:
     """The <memories> block of the last chat request."""
-    return split_user_content(text_of(fake.requests[-1]["messages"][-1]["content"]))[0]
+    return split_user_content(text_of(fake.last_chat()["messages"][-1]["content"]))[0]
 
 
 async def test_what_she_said_in_tokyo_keeps_its_tokyo_day_after_she_moves_to_new_york(
@@ -53,7 +53,7 @@ async def test_what_she_said_in_tokyo_keeps_its_tokyo_day_after_she_moves_to_new
     York) missed it; she lived it on 4 May."""
     model = Flaky()
     clock.set(local("2026-05-04", "08:00", TOKYO))
-    async with running(tmp_path, model, clock) as (app, fake):  # gateway.timezone unset: UTC
+    async with running(tmp_path, model, clock, by_hand=True) as (app, fake):  # gateway.timezone unset: UTC
         await say(app, clock, "/timezone Asia/Tokyo", ALICE)
         engine = app.backend.engine  # type: ignore[attr-defined]
         clock.set(local("2026-05-04", "08:30", TOKYO))
@@ -76,7 +76,7 @@ async def test_what_she_said_in_tokyo_keeps_its_tokyo_day_after_she_moves_to_new
         block = recalled(fake)
         assert "Shinjuku hotel safe" in block, block
         assert "2026-05-04" in block and "2026-05-03" not in block, block  # cited on the day she lived it
-        core = core_memory(fake.requests[-1])
+        core = core_memory(fake.last_chat())
         assert "· 2026-05-04] Alice prefers window seats" in core, core
         # /memory and /export date it so too.
         listed = await say(app, clock, "/memory", ALICE)
@@ -113,7 +113,7 @@ async def test_a_batch_the_memory_model_took_after_she_moved_is_dated_where_she_
     Tokyo's."""
     model = Flaky()
     clock.set(local("2026-05-04", "08:00", TOKYO))
-    async with running(tmp_path, model, clock) as (app, _):
+    async with running(tmp_path, model, clock, by_hand=True) as (app, _):
         await say(app, clock, "/timezone Tokyo", ALICE)
         clock.set(local("2026-05-04", "08:30", TOKYO))
         model.memory_down = True
@@ -247,7 +247,7 @@ async def test_a_first_timezone_dates_what_was_said_before_in_it_as_before(
     bob = "bob"
     model = Model()
     clock.set(local("2026-05-04", "08:00", TOKYO))  # 23:00 UTC on 3 May
-    async with running(tmp_path, model, clock) as (app, fake):
+    async with running(tmp_path, model, clock, by_hand=True) as (app, fake):
         model.extractions.append(("umbrella", {"facts": [fact("Bob left his umbrella at the Ginza office",
                                                               category="decision")], "summary": "errands"}))
         await say(app, clock, "I left my umbrella at the Ginza office", bob)  # 08:00 in Tokyo, 4 May
@@ -274,7 +274,7 @@ async def test_a_gateway_zone_changed_between_runs_keeps_the_days_of_those_witho
     bob, carol = "bob", "carol"
     model = Model()
     clock.set(datetime(2026, 11, 10, 12, 0, tzinfo=UTC))
-    async with running(tmp_path, model, clock) as (app, _):  # gateway.timezone unset: UTC
+    async with running(tmp_path, model, clock, by_hand=True) as (app, _):  # gateway.timezone unset: UTC
         await say(app, clock, "/timezone Tokyo", carol)
         clock.set(datetime(2026, 11, 10, 23, 30, tzinfo=UTC))
         model.extractions.append(("bike", {"facts": [fact("Bob chained his bike at the east gate of the park",
@@ -289,7 +289,7 @@ async def test_a_gateway_zone_changed_between_runs_keeps_the_days_of_those_witho
         assert model.extractions == []
 
     clock.set(local("2026-11-12", "09:00", SHANGHAI))
-    async with running(tmp_path, model, clock, gateway={"timezone": "Asia/Shanghai"}) as (app, fake):
+    async with running(tmp_path, model, clock, gateway={"timezone": "Asia/Shanghai"}, by_hand=True) as (app, fake):
         await say(app, clock, "where is my bike?", bob)
         block = recalled(fake)
         assert "east gate" in block and "2026-11-10" in block and "2026-11-11" not in block, block
@@ -297,7 +297,7 @@ async def test_a_gateway_zone_changed_between_runs_keeps_the_days_of_those_witho
         block = recalled(fake)
         assert "Ueno cafe" in block and "2026-11-11" in block and "2026-11-10" not in block, block
         # Restarted on the same zone: nothing more recorded.
-    async with running(tmp_path, model, clock, gateway={"timezone": "Asia/Shanghai"}) as (app, fake):
+    async with running(tmp_path, model, clock, gateway={"timezone": "Asia/Shanghai"}, by_hand=True) as (app, fake):
         await say(app, clock, "where is my bike?", bob)
         block = recalled(fake)
         assert "east gate" in block and "2026-11-10" in block and "2026-11-11" not in block, block

@@ -21,7 +21,7 @@ def zone_lines(out: object) -> list[dict[str, object]]:
 async def test_a_broken_zone_table_is_said_once_and_every_message_still_answered(
     tmp_path: Path, clock: ManualClock
 ) -> None:
-    async with running(tmp_path, Model(), clock) as (app, _):
+    async with running(tmp_path, Model(), clock, by_hand=True) as (app, _):
         gateway_db = app.paths.gateway_db()
         with sqlite3.connect(gateway_db) as conn:  # another process's damage: the table gone
             conn.execute("ALTER TABLE user_timezones RENAME TO user_timezones_gone")

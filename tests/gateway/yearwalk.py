@@ -24,6 +24,7 @@ from memory.engine import MemoryEngine
 from memory.retrieval import Retriever
 from memory.service import SqliteMemory
 from tests.fakes.openai_server import FakeOpenAI, Reply, split_user_content, text_of
+from tests.gateway.handtick import by_hand, cron_by_hand
 from tests.gateway.test_app import ECHO, _config
 from tests.gateway.test_remembering_e2e import say
 
@@ -255,6 +256,7 @@ def memories_block(body: dict[str, Any]) -> str:
 
 
 async def tick(app: App) -> None:
+    """What the background loops (stopped: walk) do at this moment of the clock."""
     assert app.extraction is not None and app.cron is not None
     await app.extraction.tick()  # type: ignore[attr-defined]
     await app.cron.run_due()  # type: ignore[attr-defined]
@@ -319,7 +321,7 @@ async def checkpoint(app: App, fake: FakeOpenAI, clock: ManualClock, label: str,
         t = time.perf_counter()
         await say(app, clock, q, ALICE)
         cp.seconds[q] = time.perf_counter() - t
-        cp.asked[q] = fake.requests[-1]
+        cp.asked[q] = fake.last_chat()
         cp.requests.extend(range(before, len(fake.requests)))
         clock.advance(60)
     cp.recall_ms = await recall_ms(app, data_dir)
@@ -358,6 +360,9 @@ async def walk(tmp_path: Path, *, days: int = 364, checkpoints: dict[int, str] |
         try:
             await app.open()
             await app.start()
+            # The walk runs extraction and the cron jobs itself (tick): the
+            # App's loops would race it for the due user and jobs (handtick.py).
+            await cron_by_hand(await by_hand(app))
             n = 0
             mine: list[int] = []
             for i in range(days):

@@ -179,3 +179,64 @@ async def test_a_member_keeps_his_tag_in_a_later_batch_without_the_other_member_
     assert f"] {dad1}: I'll bring the tent" in user_prompt(fake.requests[-1])
     # Mom, alone of her name in the group: bare.
     assert await batch(line("telegram:12", "Mom", "I'll pack the snacks", "4"), fact="Mom packs the snacks") == "Mom"
+
+
+async def test_a_members_older_notes_are_tagged_once_a_namesake_comes(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """Dad's notes from before another Dad spoke were written bare; the
+    batch that first finds the name shared tags them as the new ones are
+    (memory/retag.py), so no note is cited "said by Dad" beside two tagged
+    Dads. A note of a member mapped to a name of their own, not in the
+    batch, keeps the bare name (its tag is of a sender id it does not keep)
+    until a batch of theirs."""
+    from memory.groupowner import member_tag
+
+    mem = SqliteMemory(engine)
+    svc = ExtractionService(engine, llm, max_concurrency=1)
+
+    async def batch(*turns: Turn, fact: str) -> int:
+        await mem.buffer(list(turns))
+        clock.advance(timedelta(minutes=5))
+        fake.responder = lambda body: Reply(reply([], "x") if "GROUP's own notes" not in user_prompt(body)
+                                            else reply([{"content": fact, "category": "decision", "lines": [1]}], "x"))
+        reports = await svc.tick()
+        [done] = [r for r in reports if r.owner == GROUP]
+        assert done.ok and done.added
+        return done.added[0]
+
+    def said(prov: Provenance) -> str:
+        return prov.said_by[0]
+
+    hotel = await batch(line("telegram:11", "Dad", "I'll book the hotel for the lake trip", "1"),
+                        fact="Dad is booking the hotel for the lake trip")
+    [day] = [r[0] for r in await engine.db.fetchall("SELECT id FROM daily_events WHERE owner = ?", (GROUP,))]
+    mom = await batch(line("telegram:12", "Mom", "I'll pack the snacks", "2"), fact="Mom packs the snacks")
+    first = await engine.get(hotel)
+    assert first is not None and said(first.provenance) == "Dad"  # one Dad so far: bare
+
+    # Another Dad (15) speaks: his note is tagged, and so, now, is the first Dad's older note and day.
+    await batch(line("telegram:15", "Dad", "I'll drive us to the lake", "3"), fact="Dad is driving to the lake")
+    first, snacks = await engine.get(hotel), await engine.get(mom)
+    assert first is not None and said(first.provenance) == f"Dad #{member_tag('11')}"
+    assert snacks is not None and said(snacks.provenance) == "Mom"  # a name no one else has stays bare
+    row = await engine.db.fetchone("SELECT json_extract(provenance, '$.said_by[0]') FROM daily_events WHERE id = ?",
+                                   (day,))
+    assert row is not None and row[0] == f"Dad #{member_tag('11')}"
+    logged = await engine.db.fetchall("SELECT memory_id, job, detail FROM memory_log WHERE action = 'retag'")
+    assert [(r[0], r[1]) for r in logged] == [(hotel, "extraction")] and "Dad" not in logged[0][2]
+    hits = await mem.recall("telegram:12", "who is booking the hotel?", private=False, chat=FAMILY)
+    assert hits and f"said by Dad #{member_tag('11')}" in hits[0].citation()
+
+    # Nana, mapped to "nana" by memory.identities: her older note keeps its bare name
+    # while no line of hers says her sender id, and is tagged at her next batch.
+    rods = await engine.add(NewMemory(owner=GROUP, content="Nana brings the fishing rods", provenance=Provenance(
+        channel=FAMILY[0], chat_id=FAMILY[1], group=True, message_ids=("0",), speakers=("nana",), said_by=("Nana",))))
+    await batch(line("telegram:16", "Nana", "I'll bring the bait", "4"), fact="Nana brings the bait")
+    old = await engine.get(rods.id)
+    assert old is not None and said(old.provenance) == "Nana"
+    nana = Turn(owner="nana", channel=FAMILY[0], chat_id=FAMILY[1], role="user", content="and the nets", message_id="5",
+                sender_id="77", group=True, speaker_name="Nana")
+    await batch(nana, fact="Nana brings the nets")
+    old = await engine.get(rods.id)
+    assert old is not None and said(old.provenance) == f"Nana #{member_tag('77')}"

@@ -712,3 +712,5 @@ def test_query_weights_are_the_retrievers_own() -> None:
     units, terms = _query_units("喜欢的咖啡"), dict(query_terms("喜欢的咖啡"))
     assert units["欢的"] == terms["欢的"] == GLUE_BIGRAM_WEIGHT
     assert units["咖"] == terms["咖"] == UNIGRAM_WEIGHT
+    # A content word with a grammar character weighs as a word in both.
+    assert _query_units("上海那边")["上海"] == dict(query_terms("上海那边"))["上海"] == 1.0

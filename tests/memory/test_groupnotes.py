@@ -6,11 +6,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from structlog.testing import capture_logs
 
 from memory import ManualClock, MemoryEngine, NewMemory, Provenance
 from memory.backend import Turn
 from memory.buffer import drop_lines
 from memory.groupnotes import chat_of, forget_group, forget_speaker, group_owner, is_group_owner, readers
+from memory.groupowner import logged_owner
 from memory.merge import move_owner
 from memory.scope import shown_in
 from memory.service import SqliteMemory
@@ -265,3 +267,21 @@ async def test_a_handle_with_no_rows_of_its_own_merged_is_named_so_in_the_groups
     moved = await engine.get(note.id)
     assert moved is not None and moved.provenance.speakers == ("dad", MOM)
     assert await forget_speaker(engine, "dad") == {"notes": 1, "events": 0, "buffered": 1}
+
+
+async def test_a_group_erasure_logs_the_group_by_its_tag_never_its_chat_id(engine: MemoryEngine) -> None:
+    # A chat id is personal data in a log (a private group's id, a Feishu
+    # oc_ id): an erasure names the group the way a member is tagged.
+    memory = SqliteMemory(engine)
+    note = await engine.add(_note("Dad is booking the hotel for the lake trip", FAMILY, (DAD, "Dad")))
+    await engine.add(_note("Mom brings the cake", FAMILY, (MOM, "Mom")))
+    with capture_logs() as logs:
+        done = await memory.forget_group_notes(FAMILY, [f"m{note.id}"], by=LEO)
+        assert [h.id for h in done.erased] == [note.id]
+        counts = await forget_group(engine, *FAMILY)
+        assert counts["memories"] == 1
+    said = [e for e in logs if e["event"] in ("owner forgotten", "memories forgotten at the user's request")]
+    assert len(said) == 2
+    assert all(e["owner"] == logged_owner(GROUP_FAMILY) for e in said)
+    assert logged_owner(GROUP_FAMILY).startswith("group:telegram:#") and logged_owner(DAD) == DAD
+    assert not [e for e in logs if "-100900" in repr(e)]

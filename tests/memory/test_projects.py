@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from memory import GLOBAL_OWNER, Category, MemoryEngine, NewMemory, Provenance
-from memory.retrieval import Retriever
+from memory.retrieval import Retriever, named_projects
 
 
 async def add(engine: MemoryEngine, owner: str, content: str, **kw: object) -> int:
@@ -112,3 +112,17 @@ async def test_a_chain_of_renames_and_a_rename_back_keep_where_each_fact_came_fr
     await engine.update(a, project="webshop")
     assert (await engine.remove_project_alias("alice", "atlas")).moved == 0  # type: ignore[union-attr]
     assert await projects(engine, a, o) == ["webshop", "orion"]
+
+
+async def test_named_projects_reads_partitions_and_aliases_once_and_names_either_name(engine: MemoryEngine) -> None:
+    # named_projects used project_aliases and known_projects (which reads the
+    # aliases again); projects_and_aliases gives both from one read each.
+    await add(engine, "alice", "atlas stores its data in Postgres", project="atlas")
+    await add(engine, "alice", "webshop caches in Redis", project="webshop")
+    await engine.set_project_alias("alice", "atlas", "orion", source="user")
+    known, aliases = await engine.projects_and_aliases("alice")
+    assert known == {"orion", "webshop"} and aliases == {"atlas": "orion"}
+    assert await engine.known_projects("alice") == {"orion", "webshop", "atlas"}
+    assert await named_projects(engine, "alice", "what does Atlas store?") == {"atlas", "orion"}
+    assert await named_projects(engine, "alice", "webshop cache?", ["webshop"]) == {"webshop"}
+    assert await named_projects(engine, "bob", "what does atlas store?") == frozenset()

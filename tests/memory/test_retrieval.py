@@ -60,6 +60,19 @@ async def test_chinese_longer_phrase_and_single_character(engine: MemoryEngine) 
     assert (await ids(r, "u", "机器学习什么时候开始"))[0] == ml
 
 
+async def test_a_content_word_with_a_grammar_character_outweighs_glue(engine: MemoryEngine) -> None:
+    # 上 is a grammar character (上面, 桌子上), so 上海 weighed as glue, as
+    # much as 那边: the memory that says 那边 … 上面 tied the one about
+    # 上海 and came first. Known content words (上海, 会议, 地铁, 难过) weigh
+    # as words (docs/RETRIEVAL.md §3).
+    shanghai = await add(engine, "u", "小李去年搬到上海工作了")
+    await add(engine, "u", "钥匙放在那边的桌子上面")
+    for text in ["每天早上喝一杯咖啡", "周五下午开会", "数据库用的是 PostgreSQL 15"]:
+        await add(engine, "u", text)
+    r = Retriever(engine)
+    assert (await ids(r, "u", "上海那边怎么样？"))[0] == shanghai
+
+
 async def test_mixed_chinese_english_query(engine: MemoryEngine) -> None:
     target = await add(engine, "u", "myclaw 部署在阿里云杭州节点")
     await add(engine, "u", "myclaw 用 Python 写的")

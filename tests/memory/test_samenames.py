@@ -192,11 +192,16 @@ async def test_a_note_said_again_by_another_member_is_read_again(
     """A flush widens a note's speakers in place (Consolidator._reinforce):
     no longer one member's note, it no longer says that member went by its
     name, for the cache as for the full read."""
+    # Both Dads mapped to names of their own (memory.identities) and not in
+    # the batch: it cannot tag their bare rows (memory/retag.py), which would
+    # keep the name shared whatever the note says; what the note says is all
+    # that changes here.
+    dad1, dad2 = "dad.li", "dad.wang"
     names = SameNames()
-    old = await engine.add(_note("Dad is booking the hotel for the lake trip", FAMILY, (DAD1, "Dad")))
+    old = await engine.add(_note("Dad is booking the hotel for the lake trip", FAMILY, (dad1, "Dad")))
     await engine.add_event(GROUP, "2026-02-28", "Dad talked about the drive", channel=FAMILY[0], chat_id=FAMILY[1],
                            provenance=Provenance(channel=FAMILY[0], chat_id=FAMILY[1], group=True,
-                                                 speakers=(DAD2,), said_by=("Dad",)))
+                                                 speakers=(dad2,), said_by=("Dad",)))
     assert await _both(engine, names) == {"dad"}
     mem = SqliteMemory(engine)
     svc = ExtractionService(engine, llm, max_concurrency=1)
@@ -210,5 +215,36 @@ async def test_a_note_said_again_by_another_member_is_read_again(
     reports = await svc.tick()
     assert reports[-1].reinforced == [old.id]
     again = await engine.get(old.id)
-    assert again is not None and again.provenance.speakers == (DAD1, MOM)
+    assert again is not None and again.provenance.speakers == (dad1, MOM)
     assert await _both(engine, names) == set()
+
+
+async def test_a_name_the_batch_tagged_stays_shared_when_a_note_is_widened(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """The Dads known by their platform ids: the batch that finds the name
+    shared tags their bare rows (memory/retag.py), and a tag says two members
+    had the name when written, so the widened note leaves it shared, for the
+    cache as for the full read."""
+    names = SameNames()
+    old = await engine.add(_note("Dad is booking the hotel for the lake trip", FAMILY, (DAD1, "Dad")))
+    day = await engine.add_event(GROUP, "2026-02-28", "Dad talked about the drive", channel=FAMILY[0],
+                                 chat_id=FAMILY[1], provenance=Provenance(channel=FAMILY[0], chat_id=FAMILY[1],
+                                                                          group=True, speakers=(DAD2,),
+                                                                          said_by=("Dad",)))
+    assert await _both(engine, names) == {"dad"}
+    await SqliteMemory(engine).buffer([Turn(owner=MOM, channel=FAMILY[0], chat_id=FAMILY[1], role="user",
+                                            group=True, content="so Dad is booking the hotel for the lake trip?",
+                                            message_id="7", sender_id="12", speaker_name="Mom")])
+    clock.advance(timedelta(minutes=5))
+    fake.queue_reply(reply([], "Mom asked about the hotel"))
+    fake.queue_reply(reply([{"content": "Dad is booking the hotel for the lake trip", "category": "decision",
+                             "lines": [1], "same_as": 1}], "the hotel"))
+    reports = await ExtractionService(engine, llm, max_concurrency=1).tick()
+    assert reports[-1].reinforced == [old.id]
+    again = await engine.get(old.id)
+    assert again is not None and again.provenance.speakers == (DAD1, MOM)
+    said = await engine.db.fetchone("SELECT json_extract(provenance, '$.said_by[0]') FROM daily_events WHERE id = ?",
+                                    (day.id,))
+    assert said is not None and str(said[0]).startswith("Dad #")
+    assert await _both(engine, names) == {"dad"}

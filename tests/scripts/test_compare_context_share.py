@@ -78,3 +78,20 @@ def test_summary_splits_locomo_by_group() -> None:
     line = script.summary("locomo_turns", base, new)
     assert "R@5 0.5000 -> 0.5000 (1 up, 1 down)" in line
     assert "A 1.0000 -> 0.0000" in line and "B 0.0000 -> 1.0000" in line
+
+
+def test_decay_counts_a_memorys_further_context_matches_less(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two context words of equal weight in one memory: with gamma 0.5 the
+    # second counts half. One context word, or none, scores as before.
+    script = load_script("compare_context_share")
+    q = retrieval.build_query("which port?", ["the redis cache was slow"])
+    assert {x.term for x in q if not x.from_query} == {"redi", "cach", "slow"}
+    idf = {x.term: 3.0 for x in q}
+    both, one, none = "the redi cach listen on port 6380", "the redi zzz listen on port 6380", "the yyy zzz listen on port 6380"
+    base = retrieval._Relevance(q, idf, 6.0)
+    monkeypatch.setattr(retrieval._Relevance, "__init__", retrieval._Relevance.__init__)  # put back after the test
+    monkeypatch.setattr(retrieval._Relevance, "__call__", retrieval._Relevance.__call__)
+    retrieval._Relevance.__init__, retrieval._Relevance.__call__ = script.decayed(0.5)  # type: ignore[method-assign]
+    new = retrieval._Relevance(q, idf, 6.0)
+    assert new(one) == base(one) and new(none) == base(none)
+    assert base(both) - new(both) == pytest.approx((base(both) - base(none)) / 4)

@@ -13,7 +13,7 @@ def test_dictionary_words_and_cross_word_bigrams_get_their_weights(monkeypatch: 
     script = load_script("compare_zh_word_weights")
     monkeypatch.setattr(tokenize, "_query_terms", tokenize._query_terms)  # put back after the test
     before = dict(tokenize.query_terms("我中午吃了什么"))
-    assert before["中午"] == 0.4 and before["午吃"] == 1.0  # 中 is a grammar character: glue
+    assert before["中午"] == 0.3 and before["午吃"] == 1.0  # 中 is a grammar character: glue
 
     script.patch_query_weights(script.weigh_by_dict({"中午": 1449}, glue_word=1.0, non_word=0.5))
     after = dict(tokenize.query_terms("我中午吃了什么"))
@@ -54,3 +54,28 @@ def test_a_rare_character_counts_more_only_in_a_memory_without_its_bigram(monkey
     monkeypatch.setattr(retrieval._Relevance, "__call__", call)
     script.patch_char_in_another_word(max_df=0, char_word=0.6)  # 狗 is in a row: no longer rare enough
     assert retrieval._Relevance(q, idf, 10.0)(dog) == base(dog)
+
+
+def test_the_glue_weight_and_the_context_turns_glue(monkeypatch: pytest.MonkeyPatch) -> None:
+    script = load_script("compare_zh_word_weights")
+    monkeypatch.setattr(tokenize, "GLUE_BIGRAM_WEIGHT", tokenize.GLUE_BIGRAM_WEIGHT)  # put back after the test
+    monkeypatch.setattr(retrieval, "_turn_terms", retrieval._turn_terms)
+    retrieval._turn_terms.cache_clear()
+    script.patch_glue(0.2, 0.0)
+    retrieval._turn_terms.cache_clear()
+    q = {x.term: x for x in retrieval.build_query("喜欢的咖啡", ["周末去爬山了吗"])}
+    assert q["欢的"].weight == 0.2 and q["咖啡"].weight == 1.0  # the message's glue at 0.2
+    assert "末去" not in q and "山了" not in q  # the context's glue left out
+    assert q["爬山"].weight == pytest.approx(retrieval.CONTEXT_WEIGHT)
+    retrieval._turn_terms.cache_clear()
+
+
+def test_the_content_words_weigh_as_words_and_the_rest_of_the_glue_as_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    script = load_script("compare_zh_word_weights")
+    monkeypatch.setattr(tokenize, "_query_terms", tokenize._query_terms)  # put back after the test
+    monkeypatch.setattr(tokenize, "GLUE_BIGRAM_WEIGHT", tokenize.GLUE_BIGRAM_WEIGHT)
+    # The weighting before session 36, from the tokenizer's own list.
+    script.patch_query_weights(script.weigh_by_dict(dict.fromkeys(script.CONTENT_GLUE_WORDS, 1), 0.4, 1.0))
+    tokenize.GLUE_BIGRAM_WEIGHT = 0.4
+    got = dict(tokenize.query_terms("上海那边怎么样"))
+    assert got["上海"] == 0.4 and got["那边"] == 0.4 and got["边怎"] == 1.0
