@@ -151,7 +151,9 @@ def test_a_gateway_db_that_cannot_be_read_leaves_the_gateways_zone_with_a_warnin
 def test_search_reads_a_named_day_where_one_without_a_zone_lived_it(home: Path) -> None:
     """Bob set no zone; the gateway ran on UTC until 10 May. What he told
     it at 20:00 UTC on 4 May (5 May in Shanghai, today's zone) is found
-    by "5月4日", as the bot's own recall finds it."""
+    by "2026年5月4日", as the bot's own recall finds it. The year is named:
+    the CLI reads the real clock, and a bare "5月4日" is the latest 4 May,
+    2027's from May 2027 on."""
     said = datetime(2026, 5, 4, 20, 0, tzinfo=UTC)
 
     async def history(engine: MemoryEngine) -> None:
@@ -163,6 +165,6 @@ def test_search_reads_a_named_day_where_one_without_a_zone_lived_it(home: Path) 
                                    provenance=Provenance(date_from=stamp, date_to=stamp)))
 
     on_memory(home, history, at=said)
-    r = cli("memory", "search", "5月4日我跟你说了什么", "--user", "bob", "--json")
+    r = cli("memory", "search", "2026年5月4日我跟你说了什么", "--user", "bob", "--json")
     assert r.exit_code == 0, r.output
     assert [h["content"] for h in json.loads(r.stdout)] == ["Bob parked the van in the underground garage"], r.stdout
