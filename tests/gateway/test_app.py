@@ -373,8 +373,11 @@ async def test_memory_forget_leaves_no_trace_in_the_files_of_the_running_gateway
             clock.advance(10)  # a person's pace, inside the rate limit
         await echo.say("my locker code is zqxjkv4711")  # type: ignore[attr-defined]
         code = await app.backend.remember("echo:100", "my locker code is zqxjkv4711", provenance=Provenance(channel="echo"))
-        fake_llm.queue_reply(None, tool_calls=[{"name": "memory_forget", "arguments": {"ids": [code.ref]}}])
-        fake_llm.queue_reply("Forgotten.")
+        # For the turn's calls only: thirteen lines are due for extraction,
+        # and the background flush's model call would take a reply queued for anyone.
+        fake_llm.queue_reply(None, tool_calls=[{"name": "memory_forget", "arguments": {"ids": [code.ref]}}],
+                             kind="chat")
+        fake_llm.queue_reply("Forgotten.", kind="chat")
         assert (await echo.say("please forget my locker code")).text == "Forgotten."  # type: ignore[attr-defined]
         assert await app.loop.drain(5)
         assert on_disk(paths.data_dir, "zqxjkv4711") == 0  # gateway.db and memory.db, WAL included
