@@ -177,7 +177,7 @@ async def test_a_gateway_zone_changed_between_runs_moves_the_users_without_one_o
     is Shanghai's. No day's run missed, none twice."""
     bob = "bob"
     clock.set(datetime(2026, 11, 9, 12, 0, tzinfo=UTC))
-    async with gateway(tmp_path, clock) as (app, _):  # UTC
+    async with gateway(tmp_path, clock, by_hand=True) as (app, _):  # UTC; it ticks extraction itself
         assert await say(app, clock, "remind me every day at 8 to take my pills", bob) == "done."
         [pills] = [j for j in await store_of(app).list(f"echo:{bob}") if j.message == "take your pills"]
         assert pills.timezone == ""  # the gateway's
@@ -214,7 +214,7 @@ async def test_a_batch_across_her_midnight_writes_each_days_log_on_its_day(
     day's lines now make that day's summary; a reply stays with the line
     it answers."""
     clock.set(local("2026-05-03", "23:00", TOKYO))
-    async with gateway(tmp_path, clock) as (app, fake):
+    async with gateway(tmp_path, clock, by_hand=True) as (app, fake):  # it ticks extraction itself
         await say(app, clock, "/timezone Tokyo", ALICE)
         clock.set(local("2026-05-03", "23:59", TOKYO))
         await say(app, clock, "we had sushi at Tsukiji tonight", ALICE)
