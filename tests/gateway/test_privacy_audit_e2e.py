@@ -6,35 +6,18 @@ channel sent: none of the first person's unique words may be in them."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
-from gateway.app import App
-from gateway.bus import InboundMessage
 from memory import ManualClock
 from memory.filestore import user_slug
 from tests.fakes.openai_server import FakeOpenAI
 from tests.gateway import test_remembering_e2e as remembering
-from tests.gateway.test_app import EchoChannel
+from tests.gateway.test_redteam_e2e import send  # one user's message in a chat, its reply's text
 from tests.gateway.test_remembering_e2e import Model, fact
 
 ALICE, BOB = "echo:alice", "echo:bob"
 GROUP = "g-team"
-
-
-async def send(app: App, clock: ManualClock, text: str, sender: str, chat: str, *, group: bool) -> str:
-    echo = app.channels["echo"]
-    assert isinstance(echo, EchoChannel) and app.loop is not None
-    echo.got.clear()
-    clock.advance(30)  # a person's pace: under the per-user rate limit
-    who = sender.split(":", 1)[1]
-    await echo.publish(InboundMessage(channel="echo", chat_id=chat, sender_id=who, text=text,
-                                      timestamp=clock.now(), is_group=group, mentioned=group,
-                                      sender_name=who.title() if group else ""))
-    await asyncio.wait_for(echo.got.wait(), 10)
-    assert await app.loop.drain(10)
-    return echo.sent[-1].text
 
 
 def chats_since(fake: FakeOpenAI, n: int) -> str:
