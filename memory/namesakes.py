@@ -4,7 +4,7 @@ chat prompt (gateway/prompt.py ``speaker_labels``): a member is tagged
 name, as its notes tag them (memory/samenames.py), not only while both are
 inside the history window.
 
-Read with :func:`~memory.samenames.shared_names` at most once per group per
+Read with :func:`~memory.samenames.names_gone_by` at most once per group per
 change, never per reply: again when the group's notes, days or waiting
 lines changed (counted by the owner indexes, only once the index stamp
 moved: a write anywhere in the file, or another process's commit,
@@ -22,7 +22,6 @@ before, so the prompt tags it at once too."""
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -35,13 +34,11 @@ from .projects import ALIASES
 from .errorlog import error_fields
 from .groupowner import logged_owner, member_label
 from .lru import LRU
-from .samenames import shared_names
+from .samenames import names_gone_by
 
 __all__ = ["GroupNames", "Namesakes"]
 
 log = structlog.get_logger(component="memory")
-
-_TAGGED = re.compile(r"^(.*) #[0-9a-f]{4}$")  # a label tagged when written (memory/samenames.py)
 
 
 @dataclass(frozen=True)
@@ -118,8 +115,8 @@ class Namesakes:
             # Set first: a line heard while the read runs marks it stale again.
             self._groups[owner] = fresh
             self.reads += 1
-            shared = frozenset(await shared_names(self.db, owner, member_label))
-            fresh.names = GroupNames(shared, await _gone_by(self.db, owner))
+            shared, who = await names_gone_by(self.db, owner, member_label)
+            fresh.names = GroupNames(frozenset(shared), {name: frozenset(m) for name, m in who.items()})
             fresh.read = True
         except (sqlite3.Error, RuntimeError) as exc:
             self._groups.discard(owner)
@@ -142,27 +139,3 @@ def _same(before: tuple[int, ...], now: tuple[int, ...]) -> bool:
     """Nothing the names are read from changed: the same notes and days, and
     no waiting line gone (a line added is :meth:`Namesakes.heard`'s)."""
     return len(before) == len(now) == 5 and before[:4] == now[:4] and now[4] >= before[4]
-
-
-async def _gone_by(db: Database, owner: str) -> dict[str, frozenset[str]]:
-    """Each name (casefolded, :func:`member_label`) the group ``owner``'s
-    memory saw a member go by, with those members: its buffered lines, and
-    its notes and days of one member's lines (the pairs
-    :func:`~memory.samenames.shared_names` counts), distinct in SQL on the
-    reader thread."""
-    who: dict[str, set[str]] = {}
-    rows = await db.fetchall(
-        "SELECT DISTINCT speaker_name, COALESCE(NULLIF(speaker, ''), sender_id) FROM extraction_buffer "
-        "WHERE owner = ? AND role = 'user'", (owner,))
-    pairs = [(member_label(str(name or "")), str(member or "")) for name, member in rows]
-    for table in ("memories", "daily_events"):
-        rows = await db.fetchall(
-            f"SELECT DISTINCT json_extract(provenance, '$.said_by[0]'), json_extract(provenance, '$.speakers[0]') "
-            f"FROM {table} WHERE owner = ? AND json_array_length(provenance, '$.speakers') = 1 "
-            "AND json_array_length(provenance, '$.said_by') = 1", (owner,))
-        pairs += [(name, str(member or "")) for name, member in rows
-                  if isinstance(name, str) and _TAGGED.match(name) is None]
-    for name, member in pairs:
-        if name and member:
-            who.setdefault(name.casefold(), set()).add(member)
-    return {name: frozenset(members) for name, members in who.items()}

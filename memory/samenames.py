@@ -24,14 +24,14 @@ row's status).
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .db import Database
 from .engine import SPEAKERS
+from .lru import LRU
 
-__all__ = ["SameNames", "shared_names"]
+__all__ = ["SameNames", "names_gone_by", "shared_names"]
 
 _TAGGED = re.compile(r"^(.*) #[0-9a-f]{4}$")
 _TABLES = ("memories", "daily_events")
@@ -48,8 +48,12 @@ class _Known:
     rows: int = 0  # rows of the group read so far: how the next read picks its plan
 
     def seen(self, name: str, member: str) -> None:
-        if name and member:
-            self.who.setdefault(name.casefold(), set()).add(member)
+        _saw(self.who, name, member)
+
+
+def _saw(who: dict[str, set[str]], name: str, member: str) -> None:
+    if name and member:
+        who.setdefault(name.casefold(), set()).add(member)
 
 
 async def _read_rows(db: Database, owner: str, known: _Known, upto: dict[str, int], *, since: bool) -> None:
@@ -90,9 +94,7 @@ async def _buffered(db: Database, owner: str, label: Callable[[str], str], who: 
         "SELECT speaker_name, COALESCE(NULLIF(speaker, ''), sender_id) FROM extraction_buffer "
         "WHERE owner = ? AND role = 'user'", (owner,))
     for name, member in rows:
-        name, member = label(str(name or "")), str(member or "")
-        if name and member:
-            who.setdefault(name.casefold(), set()).add(member)
+        _saw(who, label(str(name or "")), str(member or ""))
 
 
 def _shared(known: _Known, who: dict[str, set[str]]) -> set[str]:
@@ -110,11 +112,18 @@ async def shared_names(db: Database, owner: str, label: Callable[[str], str]) ->
     the group ``owner`` have been seen with: its buffered lines, its notes'
     and days' provenance, read by the owner's index. Every row, every time:
     :class:`SameNames` keeps what it read."""
+    return (await names_gone_by(db, owner, label))[0]
+
+
+async def names_gone_by(db: Database, owner: str,
+                        label: Callable[[str], str]) -> tuple[set[str], dict[str, set[str]]]:
+    """:func:`shared_names`, and the members each name (casefolded) was seen
+    with, in a line or a note of one member's lines, from the same read."""
     known = _Known()
     await _read_rows(db, owner, known, await _last_ids(db), since=False)
     who = {name: set(members) for name, members in known.who.items()}
     await _buffered(db, owner, label, who)
-    return _shared(known, who)
+    return _shared(known, who), who
 
 
 class SameNames:
@@ -122,9 +131,8 @@ class SameNames:
     its last read only (see the module docstring for what drops it)."""
 
     def __init__(self, max_groups: int = MAX_GROUPS) -> None:
-        self.max_groups = max_groups
         self._stamp: tuple[int, int] | None = None
-        self._groups: OrderedDict[str, _Known] = OrderedDict()
+        self._groups: LRU[str, _Known] = LRU(max_groups)  # the least recently flushed go first
 
     async def read(self, db: Database, owner: str, label: Callable[[str], str]) -> set[str]:
         # The stamp before the rows: an erasure committing meanwhile moves it
@@ -142,8 +150,6 @@ class SameNames:
             await _read_rows(db, owner, known, upto, since=True)
         if self._stamp == stamp:  # not when another group's read saw an erasure meanwhile: this entry may hold it
             self._groups[owner] = known
-        while len(self._groups) > self.max_groups:
-            self._groups.popitem(last=False)
         who = {name: set(members) for name, members in known.who.items()}
         await _buffered(db, owner, label, who)
         return _shared(known, who)
