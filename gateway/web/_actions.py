@@ -368,19 +368,8 @@ class MemoryAdmin:
         changes = {k: v for k, v in changes.items() if v != current[k]}
         if not changes:
             return Edited(m, [])
-        try:
-            async with self.engine.db.transaction() as conn:
-                await self.engine.update(memory_id, conn=conn, **changes)
-                await write_log(conn, at=self.engine.now(), job=JOB, owner=m.owner, action="edit", memory_id=memory_id,
-                                detail={"fields": sorted(changes)})
-        except ValueError as exc:
-            raise Invalid(str(exc)) from None
-        except MemoryNotFound as exc:
-            raise NotFound(str(exc)) from None
-        if "content" in changes:
-            self._written(m.owner)
-            await self.engine.purge_erased()  # an edit can be a redaction: the old words leave the file
-        return Edited(await self.group_note(memory_id, place), [], before=m)
+        entries = await self._changed(m, changes)  # none: Core Memory is a person's, not a group's
+        return Edited(await self.group_note(memory_id, place), entries, before=m)
 
     async def group_note_plan(self, memory_id: int, place: str) -> tuple[Memory, Erasure]:
         """What erasing a group note takes with it (its older versions, the
@@ -554,19 +543,21 @@ class MemoryAdmin:
         changes = {k: v for k, v in changes.items() if (v or defaults.get(k, v)) != current[k]}
         if not changes:
             return Edited(m, [])
+        entries = await self._changed(m, changes)
+        return Edited(await self.get(memory_id), entries, before=m)
+
+    async def _changed(self, m: Memory, changes: dict[str, Any]) -> builtins.list[Memory]:
+        """Write an edit's ``changes`` to ``m``, logged by field names (never
+        the words); the Core Memory entries built on its old words go with
+        them, as when a fact is replaced. Returns those entries."""
         try:
             async with self.engine.db.transaction() as conn:
-                await self.engine.update(memory_id, conn=conn, **changes)
+                await self.engine.update(m.id, conn=conn, **changes)
                 at = self.engine.now()
-                await write_log(
-                    conn, at=at, job=JOB, owner=m.owner, action="edit", memory_id=memory_id,
-                    detail={"fields": sorted(changes)},
-                )
-                # Entries built on the old words go with them, as when a fact is replaced.
-                entries = (
-                    await retire_entries_on(self.engine, conn, m.owner, memory_id, memory_id, job=JOB, at=at)
-                    if "content" in changes else []
-                )
+                await write_log(conn, at=at, job=JOB, owner=m.owner, action="edit", memory_id=m.id,
+                                detail={"fields": sorted(changes)})
+                entries = (await retire_entries_on(self.engine, conn, m.owner, m.id, m.id, job=JOB, at=at)
+                           if "content" in changes else [])
         except ValueError as exc:
             raise Invalid(str(exc)) from None
         except MemoryNotFound as exc:
@@ -574,7 +565,7 @@ class MemoryAdmin:
         if "content" in changes:
             self._written(m.owner)
             await self.engine.purge_erased()  # an edit can be a redaction: the old words leave the file
-        return Edited(await self.get(memory_id), entries, before=m)
+        return entries
 
     async def undo_edit(self, memory_id: int, owner: str, before: dict[str, Any], after: dict[str, Any],
                         entries: Sequence[int]) -> Memory:
