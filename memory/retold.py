@@ -100,7 +100,7 @@ async def withdraw_retold_day_logs(conn: aiosqlite.Connection, at: str) -> tuple
     withdrawn = sorted(i for i in gone if rows.get(i, ("", None))[0] == "active")
     restored = sorted(
         i for i, (status, by) in rows.items()
-        if i not in gone and status != "active" and by is not None and by in gone and _current_again(rows, by, gone)
+        if i not in gone and status != "active" and by is not None and _current_again(rows, by, gone)
     )
     for i in withdrawn:
         await conn.execute("UPDATE memories SET status = 'archived', updated_at = ? WHERE id = ?", (at, i))

@@ -127,14 +127,22 @@ async def record_change(db: Database, owner: str, before: tzinfo, *, since: str,
 
 async def _record(conn: aiosqlite.Connection, key: str, before: tzinfo, *, since: str, at: datetime) -> None:
     until = format_ts(at)
-    async with conn.execute("SELECT value FROM meta WHERE key = ?", (key,)) as cur:
-        row = await cur.fetchone()
-    spans = _parse(row[0] if row else None)
-    # A clock stepped back: what it "recorded" after now is dropped.
-    spans = [s for s in spans if s[1] <= until]
+    spans = await _spans_to(conn, key, until)
     start = max(since, spans[-1][1]) if spans else since
     if start < until:
         spans.append((start, until, zone_key(before)))
+    await _save(conn, key, spans)
+
+
+async def _spans_to(conn: aiosqlite.Connection, key: str, until: str) -> list[tuple[str, str, str]]:
+    """The spans recorded under ``key``; those ending after ``until`` (a
+    clock stepped back: what it "recorded" after now) dropped."""
+    async with conn.execute("SELECT value FROM meta WHERE key = ?", (key,)) as cur:
+        row = await cur.fetchone()
+    return [s for s in _parse(row[0] if row else None) if s[1] <= until]
+
+
+async def _save(conn: aiosqlite.Connection, key: str, spans: list[tuple[str, str, str]]) -> None:
     await conn.execute(
         "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
         (key, json.dumps(spans[-SPANS_KEPT:], separators=(",", ":"))),
@@ -152,9 +160,7 @@ async def record_return(db: Database, owner: str, gateway: tzinfo, *, at: dateti
     until = format_ts(at)
     key = _key(owner)
     async with db.transaction() as conn:
-        async with conn.execute("SELECT value FROM meta WHERE key = ?", (key,)) as cur:
-            row = await cur.fetchone()
-        spans = [s for s in _parse(row[0] if row else None) if s[1] <= until]  # a clock stepped back: as _record
+        spans = await _spans_to(conn, key, until)
         if not spans or spans[-1][1] >= until:
             return False
         async with conn.execute("SELECT value FROM meta WHERE key = ?", (GATEWAY_ZONES,)) as cur:
@@ -169,10 +175,7 @@ async def record_return(db: Database, owner: str, gateway: tzinfo, *, at: dateti
                 cursor = b
         if cursor < until:
             spans.append((cursor, until, now))
-        await conn.execute(
-            "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            (key, json.dumps(spans[-SPANS_KEPT:], separators=(",", ":"))),
-        )
+        await _save(conn, key, spans)
     return True
 
 
