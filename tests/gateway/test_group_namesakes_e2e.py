@@ -30,10 +30,6 @@ def _turns(body: dict[str, Any]) -> list[str]:
     return [text_of(m["content"]) for m in body["messages"] if m["role"] == "user"]
 
 
-def _chat_requests(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [b for b in requests if b.get("response_format", {}).get("type") != "json_object"]
-
-
 async def test_a_namesake_out_of_the_window_or_only_in_the_notes_still_tags_the_name(
     tmp_path: Path, clock: ManualClock
 ) -> None:
@@ -51,14 +47,14 @@ async def test_a_namesake_out_of_the_window_or_only_in_the_notes_still_tags_the_
                 sent += 1
                 await tg.wait_sent(sent, timeout=10)
                 assert app.loop is not None and await app.loop.drain(5)
-                return _turns(_chat_requests(llm.requests)[-1])[-1]
+                return _turns(llm.last_chat())[-1]
 
             # Grandpa speaks as "Dad", then the window moves on (no extraction ran:
             # his line waits in the buffer), each turn's prompt read meanwhile.
             alone = await say(GRANDPA, "Dad", "I'll bring the fishing rods")
             for n in range(14):
                 await say((MOM, LEO)[n % 2], ("Mom", "Leo")[n % 2], f"what else should we pack, item {n}?")
-            window = _turns(_chat_requests(llm.requests)[-1])
+            window = _turns(llm.last_chat())
             assert not [t for t in window if "fishing rods" in t]  # out of the window
             # Dad, another member of the same name, speaks: told apart from Grandpa.
             dad = await say(DAD, "Dad", "I'll book the hotel")

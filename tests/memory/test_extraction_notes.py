@@ -27,6 +27,21 @@ def line(owner: str, name: str, text: str, mid: str, role: str = "user") -> Turn
                 sender_id=owner.split(":")[1], group=True, speaker_name=name if role == "user" else "")
 
 
+async def _group_batch(mem: SqliteMemory, svc: ExtractionService, clock: ManualClock, fake: FakeOpenAI,
+                       turns: tuple[Turn, ...], fact: str) -> list[int]:
+    """``turns`` buffered and learnt in one tick, the group's notes batch
+    answered with ``fact`` (the members' private batches with nothing);
+    the ids of the group's notes added."""
+    await mem.buffer(list(turns))
+    clock.advance(timedelta(minutes=5))
+    fake.responder = lambda body: Reply(reply([], "x") if "GROUP's own notes" not in user_prompt(body)
+                                        else reply([{"content": fact, "category": "decision", "lines": [1]}], "x"))
+    reports = await svc.tick()
+    [done] = [r for r in reports if r.owner == GROUP]
+    assert done.ok and done.added
+    return done.added
+
+
 async def test_the_groups_batch_is_learnt_as_its_notes_each_naming_who_said_it(
     engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
 ) -> None:
@@ -155,14 +170,7 @@ async def test_a_member_keeps_his_tag_in_a_later_batch_without_the_other_member_
     svc = ExtractionService(engine, llm, max_concurrency=1)
 
     async def batch(*turns: Turn, fact: str) -> str:
-        await mem.buffer(list(turns))
-        clock.advance(timedelta(minutes=5))
-        fake.responder = lambda body: Reply(reply([], "x") if "GROUP's own notes" not in user_prompt(body)
-                                            else reply([{"content": fact, "category": "decision", "lines": [1]}], "x"))
-        reports = await svc.tick()
-        [done] = [r for r in reports if r.owner == GROUP]
-        assert done.ok and done.added
-        [note] = (await engine.get_many(done.added)).values()
+        [note] = (await engine.get_many(await _group_batch(mem, svc, clock, fake, turns, fact))).values()
         assert len(note.provenance.said_by) == 1
         return note.provenance.said_by[0]
 
@@ -196,14 +204,7 @@ async def test_a_members_older_notes_are_tagged_once_a_namesake_comes(
     svc = ExtractionService(engine, llm, max_concurrency=1)
 
     async def batch(*turns: Turn, fact: str) -> int:
-        await mem.buffer(list(turns))
-        clock.advance(timedelta(minutes=5))
-        fake.responder = lambda body: Reply(reply([], "x") if "GROUP's own notes" not in user_prompt(body)
-                                            else reply([{"content": fact, "category": "decision", "lines": [1]}], "x"))
-        reports = await svc.tick()
-        [done] = [r for r in reports if r.owner == GROUP]
-        assert done.ok and done.added
-        return done.added[0]
+        return (await _group_batch(mem, svc, clock, fake, turns, fact))[0]
 
     def said(prov: Provenance) -> str:
         return prov.said_by[0]
