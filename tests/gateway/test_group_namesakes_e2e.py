@@ -12,10 +12,11 @@ from typing import Any
 
 from memory import ManualClock, NewMemory, Provenance
 from memory.groupowner import group_owner, member_tag
-from tests.fakes.openai_server import FakeOpenAI, Reply, text_of
+from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.fakes.telegram_server import FakeTelegram
 
 from .test_e2e_feishu import _app
+from .test_group_speakers_e2e import _users
 from .test_quoted_e2e import _telegram
 
 FAMILY = -100710
@@ -24,10 +25,6 @@ GRANDPA, DAD, MOM, LEO = 31, 32, 33, 34  # Grandpa and Dad both go by "Dad" in t
 
 def _answering(body: dict[str, Any]) -> Reply:
     return Reply(content="noted")
-
-
-def _turns(body: dict[str, Any]) -> list[str]:
-    return [text_of(m["content"]) for m in body["messages"] if m["role"] == "user"]
 
 
 async def test_a_namesake_out_of_the_window_or_only_in_the_notes_still_tags_the_name(
@@ -47,14 +44,14 @@ async def test_a_namesake_out_of_the_window_or_only_in_the_notes_still_tags_the_
                 sent += 1
                 await tg.wait_sent(sent, timeout=10)
                 assert app.loop is not None and await app.loop.drain(5)
-                return _turns(llm.last_chat())[-1]
+                return _users(llm.last_chat())[-1]
 
             # Grandpa speaks as "Dad", then the window moves on (no extraction ran:
             # his line waits in the buffer), each turn's prompt read meanwhile.
             alone = await say(GRANDPA, "Dad", "I'll bring the fishing rods")
             for n in range(14):
                 await say((MOM, LEO)[n % 2], ("Mom", "Leo")[n % 2], f"what else should we pack, item {n}?")
-            window = _turns(llm.last_chat())
+            window = _users(llm.last_chat())
             assert not [t for t in window if "fishing rods" in t]  # out of the window
             # Dad, another member of the same name, speaks: told apart from Grandpa.
             dad = await say(DAD, "Dad", "I'll book the hotel")

@@ -26,7 +26,7 @@ from gateway.bus import RECALL, Document, InboundMessage
 from gateway.logging import configure_logging
 from memory import Category, ManualClock, NewMemory, Provenance
 from tests.fakes.feishu_server import FakeFeishu
-from tests.fakes.openai_server import FakeOpenAI, Reply, said, split_user_content, text_of
+from tests.fakes.openai_server import FakeOpenAI, Reply, request_kind, said, split_user_content, text_of
 from tests.fakes.telegram_server import FakeTelegram, origin_user
 from tests.gateway import test_remembering_e2e as remembering
 from tests.gateway.test_app import EchoChannel
@@ -74,7 +74,7 @@ class Compressing(Tooling):
 
     def __call__(self, body: dict[str, Any]) -> Reply:
         asked = text_of(body["messages"][-1]["content"])
-        if body.get("response_format", {}).get("type") == "json_object" and "Current profile:" in asked:
+        if request_kind(body) == "profile":
             self.profiles.append(asked)
             shown = re.findall(r"^(\d+)\. (.*)$", asked.split("Important facts:", 1)[-1], re.M)
             return Reply(content=json.dumps({"entries": [

@@ -5,7 +5,6 @@ against the fakes, and a line typed for Telegram or Feishu gets an answer."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import json
 import socket
@@ -23,6 +22,7 @@ from memory.llm import Candidate, MemoryLLM
 from tests.fakes.feishu_server import FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
+from tests.gateway.test_e2e_feishu import _shown
 from tests.procs import with_sigint
 from tests.scripts._load import load_script
 
@@ -64,9 +64,7 @@ async def test_the_printed_config_with_a_feishu_webhook_runs_the_gateway_where_t
             assert r.status_code == 200, r.text
             # The reply, not the first message's words: one that outlasts
             # agent.streaming.delay (1 s, a loaded machine) is first a draft ("You").
-            with contextlib.suppress(TimeoutError):
-                await _until(lambda: fs.texts() == ["You said: 你好"])
-            assert fs.texts() == ["You said: 你好"]
+            await _shown(fs, ["You said: 你好"])
 
             tg.push_text(fakes.DEMO_TELEGRAM_USER, fakes.DEMO_TELEGRAM_USER, "hello", username="demo_user")
             await tg.wait_sent(1, timeout=10)
