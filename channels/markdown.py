@@ -43,8 +43,9 @@ _INLINE_TAGS = {"strong": "b", "em": "i", "s": "s"}
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 _TAG = re.compile(r"<[^>]*>")
 # Setext underlines and rules: "=" or "-" runs (spaced too: "- - -") alone on a line.
+# Indented any depth: with indented code off (_MD), "    ---" is still a rule.
 _MAYBE_MARKUP = re.compile(
-    r"[*_`~#>\[|\\]|^ {0,3}(?:[-+]|\d{1,9}[.)])(?:[ \t]|$)|^ {0,3}(?:=+|(?:-[ \t]*)+)[ \t]*$", re.M
+    r"[*_`~#>\[|\\]|^[ \t]*(?:[-+]|\d{1,9}[.)])(?:[ \t]|$)|^[ \t]*(?:=+|(?:-[ \t]*)+)[ \t]*$", re.M
 )
 _HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
 _RULE = "──────────"

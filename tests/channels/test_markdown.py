@@ -109,6 +109,13 @@ def test_feishu_gets_its_own_markdown_with_headings_made_bold() -> None:
     assert feishu_md("rest of it\n```", opener="```py") == "```py\nrest of it\n```"
 
 
+def test_an_indented_rule_or_list_item_is_not_taken_for_plain_text() -> None:
+    # Indented code is off, so four spaces do not make these code: they
+    # render as a rule and a list item (hypothesis found "    ---").
+    for md in ("    ---", "\t---", "     - item", "        1. x", "    ==="):
+        assert might_have_markup(md), md
+
+
 @settings(max_examples=400, deadline=None)
 @given(st.lists(_PIECES, max_size=40).map("".join))
 def test_text_the_quick_check_lets_through_as_plain_shows_its_words(md: str) -> None:
